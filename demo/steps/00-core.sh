@@ -1,0 +1,14 @@
+# astra-core: the JSONL contract and the embedded model.
+# Write the documented example of every record kind and validate each against its schema.
+mkdir -p "$OUT/examples"
+for kind in $(python -c "from astra_core import KINDS; print(' '.join(KINDS))"); do
+  python -c "import json; from astra_core.formats_doc import example; print(json.dumps(example('$kind')))" \
+    | astra-core validate "$kind" > "$OUT/examples/$kind.jsonl"
+done
+# Ask the embedded model for a tool call (tool_choice=required: schema-guided decoding).
+curl -sf "$ASTRA_LLM_BASE_URL/chat/completions" -H 'Content-Type: application/json' -d '{
+  "messages": [{"role": "user", "content": "What is the weather in Oslo?"}],
+  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+  "tool_choice": "required", "temperature": 0}' > "$OUT/tool_call_reply.json"
+python -c "import json; m=json.load(open('$OUT/tool_call_reply.json'))['choices'][0]['message']; print('model tool call:', m['tool_calls'][0]['function'])"

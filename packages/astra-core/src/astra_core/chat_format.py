@@ -1,0 +1,125 @@
+"""Hermes-style tool calling for chat templates that know nothing of tools (e.g. SmolLM2's ChatML).
+
+The same rendering is used by the embedded server (OpenAI requests -> prompt) and by the
+trainer's rollouts (so what the policy is trained on is what it is served with):
+
+- tools are listed in the system message inside <tools></tools>, one JSON schema per line;
+- an assistant tool call is `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`;
+- tool results come back in a user turn as `<tool_response>\n...\n</tool_response>` blocks
+  (consecutive tool messages share one turn).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+TOOLS_PREAMBLE = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n"
+    "</tool_call>"
+)
+
+
+def tools_block(tools: list[dict]) -> str:
+    lines = [json.dumps({"type": "function", "function": t["function"]}, ensure_ascii=False) for t in tools]
+    return TOOLS_PREAMBLE.format(tools="\n".join(lines))
+
+
+def _arguments_text(arguments: str | dict) -> dict | str:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments  # keep what the model wrote: the template shows it back verbatim
+
+
+def render_tool_call(name: str, arguments: str | dict) -> str:
+    payload = json.dumps({"name": name, "arguments": _arguments_text(arguments)}, ensure_ascii=False)
+    return f"{TOOL_CALL_OPEN}\n{payload}\n{TOOL_CALL_CLOSE}"
+
+
+def to_template_messages(messages: list[dict], tools: list[dict] | None = None) -> list[dict]:
+    """OpenAI messages (with tool_calls / tool roles) -> plain {role, content} for a ChatML template."""
+    out: list[dict] = []
+    system_extra = tools_block(tools) if tools else None
+    for message in messages:
+        role, content = message["role"], message.get("content") or ""
+        if role == "system":
+            text = f"{content}\n\n{system_extra}" if system_extra and content else (system_extra or content)
+            system_extra = None
+            out.append({"role": "system", "content": text})
+        elif role == "assistant":
+            parts = [content] if content else []
+            for call in message.get("tool_calls") or []:
+                parts.append(render_tool_call(call["function"]["name"], call["function"]["arguments"]))
+            out.append({"role": "assistant", "content": "\n".join(parts)})
+        elif role == "tool":
+            block = f"<tool_response>\n{content}\n</tool_response>"
+            if out and out[-1]["role"] == "user" and out[-1].get("_tool"):
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block, "_tool": True})
+        else:
+            out.append({"role": role, "content": content})
+    if system_extra:
+        out.insert(0, {"role": "system", "content": system_extra})
+    return [{"role": m["role"], "content": m["content"]} for m in out]
+
+
+@dataclass
+class ParsedCall:
+    name: str
+    arguments: dict
+
+
+@dataclass
+class ParsedReply:
+    """An assistant completion split into prose, well-formed calls and malformed call blocks."""
+
+    content: str
+    calls: list[ParsedCall] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)  # each: why the block could not be read
+
+    def openai_tool_calls(self) -> list[dict]:
+        return [{"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                 "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                for c in self.calls]
+
+
+def _parse_call(block: str) -> ParsedCall | str:
+    try:
+        payload = json.loads(block)
+    except json.JSONDecodeError as exc:
+        return f"tool call is not valid JSON ({exc.msg}): {block[:200]}"
+    if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+        return f"tool call needs a string 'name': {block[:200]}"
+    arguments = payload.get("arguments", payload.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return f"tool call arguments are not a JSON object: {arguments[:200]}"
+    if not isinstance(arguments, dict):
+        return f"tool call arguments must be an object, got {type(arguments).__name__}"
+    return ParsedCall(payload["name"], arguments)
+
+
+def parse_reply(text: str) -> ParsedReply:
+    """Split a completion into content and <tool_call> blocks (an unclosed last block still counts)."""
+    calls: list[ParsedCall] = []
+    malformed: list[str] = []
+    for match in _TOOL_CALL.finditer(text):
+        parsed = _parse_call(match.group(1).strip())
+        (calls if isinstance(parsed, ParsedCall) else malformed).append(parsed)
+    content = _TOOL_CALL.sub("", text).strip()
+    return ParsedReply(content=content, calls=calls, malformed=malformed)

@@ -1,0 +1,79 @@
+"""The astra-core command: serve the embedded model, validate records, print schemas."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from astra_core.jsonl import MalformedLine
+from astra_core.options import report_errors, stage_options, stage_options_from
+from astra_core.records import KINDS
+from astra_core.schema import errors, schema
+from astra_core.stage import Rejected, Stage
+
+
+@click.group()
+@click.version_option(package_name="astra-core")
+def main() -> None:
+    """Shared pieces of the ASTRA toolkit: the JSONL contract and the embedded local model."""
+
+
+@main.command()
+@click.option("--model", default=None, help="Local checkpoint directory (default: bundled SmolLM2-135M-Instruct).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port.")
+@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once ready.")
+@click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+@click.option("--max-batch", type=int, default=8, show_default=True, help="Requests generated together.")
+@click.option("--max-tokens-cap", type=int, default=2048, show_default=True,
+              help="Upper bound on max_tokens for any request.")
+def serve(model, host, port, port_file, threads, max_batch, max_tokens_cap) -> None:
+    """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
+    from astra_core.local.server import serve as run_server
+
+    run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
+               max_tokens_cap=max_tokens_cap)
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(KINDS))
+@stage_options
+@report_errors
+def validate(kind: str, **kwargs) -> None:
+    """Check records against KIND's schema; valid records pass through, invalid ones are rejected with every error."""
+    options = stage_options_from(kwargs)
+
+    def check(record: dict) -> dict:
+        problems = errors(record, kind)
+        if problems:
+            raise Rejected("invalid: " + "; ".join(f"{p.field}: {p.message}" for p in problems))
+        return record
+
+    try:
+        with Stage("astra-core validate", options) as stage:
+            stage.run(check)
+    except MalformedLine as exc:
+        raise click.ClickException(str(exc)) from exc
+    if stage.counts.rejected:
+        sys.exit(1)
+
+
+@main.command("schema")
+@click.argument("kind", type=click.Choice(KINDS))
+def print_schema(kind: str) -> None:
+    """Print the JSON Schema of a record kind."""
+    click.echo(json.dumps(schema(kind), indent=2, ensure_ascii=False))
+
+
+@main.command("formats-doc")
+def formats_doc() -> None:
+    """Print docs/formats.md (generated from the schemas and their examples)."""
+    from astra_core.formats_doc import render
+
+    click.echo(render(), nl=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Reading and writing JSON Lines with errors that say file, line and what is wrong."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from astra_core.schema import RecordError, validate
+
+_DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+
+
+def dumps(record: dict) -> bytes:
+    """One JSONL line (with its newline)."""
+    return orjson.dumps(record, option=_DUMP_OPTIONS)
+
+
+@dataclass
+class Line:
+    """A parsed input record and where it came from."""
+
+    source: str
+    lineno: int
+    record: dict
+
+
+class MalformedLine(RecordError):
+    """A line that is not a JSON object, or a record that breaks the schema of its kind."""
+
+    def __init__(self, message: str, *, source: str, lineno: int, text: bytes, record_id: str | None = None,
+                 field: str | None = None):
+        super().__init__(message, record_id=record_id, field=field, source=source, lineno=lineno)
+        self.text = text
+
+
+def _open_binary(path: str) -> IO[bytes]:
+    if path == "-":
+        return sys.stdin.buffer
+    return open(path, "rb")  # noqa: SIM115 - closed by the caller
+
+
+def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
+    """(source, line number, bytes) for every non-blank line of every input ('-' is stdin)."""
+    for path in paths:
+        name = "<stdin>" if path == "-" else path
+        handle = _open_binary(path)
+        try:
+            for lineno, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    yield name, lineno, raw
+        finally:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+
+
+def parse_line(source: str, lineno: int, raw: bytes, kind: str | None = None) -> Line:
+    """Parse one line as a record, validating it as `kind` when given; raise MalformedLine."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedLine(f"invalid JSON: {exc}", source=source, lineno=lineno, text=raw) from None
+    if not isinstance(record, dict):
+        raise MalformedLine(f"expected a JSON object, got {type(record).__name__}", source=source, lineno=lineno,
+                            text=raw)
+    if kind is not None:
+        try:
+            validate(record, kind)
+        except RecordError as exc:
+            raise MalformedLine(f"not a valid {kind}: {exc.message}", source=source, lineno=lineno, text=raw,
+                                record_id=exc.record_id, field=exc.field) from None
+    return Line(source, lineno, record)
+
+
+def read_jsonl(paths: str | Path | Iterable[str | Path], kind: str | None = None) -> Iterator[dict]:
+    """Records of one or more JSONL files; the first malformed line raises MalformedLine."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    for source, lineno, raw in iter_raw_lines(str(p) for p in paths):
+        yield parse_line(source, lineno, raw, kind).record
+
+
+def write_jsonl(path_or_handle: str | Path | IO[bytes], records: Iterable[dict]) -> int:
+    """Write records as JSONL to a path or a binary handle; returns the count written."""
+    count = 0
+    if isinstance(path_or_handle, (str, Path)):
+        with open(path_or_handle, "wb") as handle:
+            return write_jsonl(handle, records)
+    for record in records:
+        path_or_handle.write(dumps(record))
+        count += 1
+    return count

@@ -1,0 +1,292 @@
+"""An async client for any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, llama.cpp, OpenAI).
+
+- bounded concurrency (a semaphore per client),
+- retries with exponential backoff and jitter on timeouts, connection errors, 429 and 5xx
+  (Retry-After honoured),
+- JSON-schema structured output where the endpoint supports it, else prompt + parse + retry,
+- an optional on-disk cache keyed by the full request,
+- token usage accounting.
+
+With no base URL configured (flag or ASTRA_LLM_BASE_URL) the embedded local model server is
+started on 127.0.0.1 (needs the `local` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import httpx
+import orjson
+from jsonschema import Draft202012Validator
+
+from astra_core.llm.cache import ResponseCache
+from astra_core.llm.jsontext import extract_json
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class LLMError(RuntimeError):
+    """The endpoint failed for good (after retries) or refused the request."""
+
+    def __init__(self, message: str, status: int | None = None, body: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class StructuredOutputError(LLMError):
+    """No reply parsed as JSON matching the schema within the allowed attempts."""
+
+    def __init__(self, message: str, last_reply: str | None):
+        super().__init__(message)
+        self.last_reply = last_reply
+
+
+@dataclass
+class LLMConfig:
+    """Where and how to reach the model. Flags override env vars, which override defaults."""
+
+    base_url: str | None = None  # e.g. http://127.0.0.1:8000/v1; None: start the embedded local server
+    model: str | None = None  # None: the first model the endpoint lists
+    api_key: str | None = None
+    timeout: float = 300.0  # seconds per request
+    max_retries: int = 5
+    backoff: float = 0.5  # first retry delay in seconds, doubled per retry, with full jitter
+    max_backoff: float = 30.0
+    concurrency: int = 8  # requests in flight per client
+    cache_dir: str | None = None  # on-disk response cache; None: no cache
+    temperature: float | None = None  # request defaults; None leaves the endpoint's default
+    max_tokens: int | None = None
+    seed: int | None = None
+
+    ENV = {"base_url": "ASTRA_LLM_BASE_URL", "model": "ASTRA_LLM_MODEL", "api_key": "ASTRA_LLM_API_KEY",
+           "cache_dir": "ASTRA_LLM_CACHE_DIR"}
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> LLMConfig:
+        values: dict[str, Any] = {name: os.environ.get(env) or None for name, env in cls.ENV.items()}
+        known = {f.name for f in fields(cls)}
+        values.update({k: v for k, v in overrides.items() if v is not None and k in known})
+        return cls(**values)
+
+
+@dataclass
+class Usage:
+    requests: int = 0
+    cached: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, usage: dict | None) -> None:
+        if usage:
+            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(usage.get("completion_tokens") or 0)
+
+    def __str__(self) -> str:
+        return (f"{self.requests} requests ({self.cached} cached, {self.retries} retries), "
+                f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens")
+
+
+@dataclass
+class ChatResponse:
+    message: dict  # the first choice's message: role, content, tool_calls?
+    choices: list[dict]
+    usage: dict
+    raw: dict = field(repr=False)
+
+    @property
+    def content(self) -> str:
+        return self.message.get("content") or ""
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        return self.message.get("tool_calls") or []
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.choices[0].get("finish_reason") if self.choices else None
+
+
+def openai_tools(tools: list[dict]) -> list[dict]:
+    """Tools as the OpenAI API accepts them (drops our `output_schema` and other extras)."""
+    return [{"type": "function", "function": {k: v for k, v in t["function"].items()
+                                               if k in ("name", "description", "parameters", "strict")}}
+            for t in tools]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+class LLMClient:
+    """Use as `async with LLMClient(LLMConfig.from_env()) as llm: reply = await llm.chat(messages)`."""
+
+    def __init__(self, config: LLMConfig | None = None, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.config = config or LLMConfig.from_env()
+        self.usage = Usage()
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._semaphore = asyncio.Semaphore(self.config.concurrency)
+        self._cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir else None
+        self._structured_supported = True
+        self._model: str | None = self.config.model
+        self._endpoint_lock = asyncio.Lock()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    # -- endpoint -------------------------------------------------------------------------------
+    async def _client(self) -> httpx.AsyncClient:
+        async with self._endpoint_lock:
+            if self._http is None:
+                base_url = self.config.base_url
+                if not base_url:
+                    from astra_core.embedded import embedded_base_url
+
+                    base_url = await asyncio.to_thread(embedded_base_url)
+                    self.config.base_url = base_url
+                headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+                self._http = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
+                                               timeout=self.config.timeout, transport=self._transport)
+            return self._http
+
+    async def model(self) -> str:
+        """The model name requests use: configured, or the first one the endpoint lists."""
+        if self._model is None:
+            http = await self._client()
+            async with self._semaphore:
+                listing = await self._send_with_retries(http, "GET", "models", None)
+            models = listing.get("data") or []
+            if not models:
+                raise LLMError(f"{self.config.base_url}/models lists no model; set ASTRA_LLM_MODEL")
+            self._model = models[0]["id"]
+        return self._model
+
+    async def _request(self, method: str, path: str, body: dict) -> dict:
+        http = await self._client()
+        key = None
+        if self._cache is not None:
+            key = ResponseCache.key(str(http.base_url) + path, body)
+            hit = self._cache.get(key)
+            if hit is not None:
+                self.usage.requests += 1
+                self.usage.cached += 1
+                return hit
+        async with self._semaphore:
+            reply = await self._send_with_retries(http, method, path, body)
+        self.usage.requests += 1
+        self.usage.add(reply.get("usage"))
+        if key is not None:
+            self._cache.put(key, reply)
+        return reply
+
+    async def _send_with_retries(self, http: httpx.AsyncClient, method: str, path: str, body: dict | None) -> dict:
+        cfg = self.config
+        for attempt in range(cfg.max_retries + 1):
+            wait = None
+            try:
+                response = await http.request(method, path, json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 400:
+                    return response.json()
+                failure = f"HTTP {response.status_code}: {response.text[:500]}"
+                if response.status_code not in RETRY_STATUS:
+                    raise LLMError(f"{method} {path} failed: {failure}", response.status_code, response.text)
+                wait = _retry_after(response)
+            if attempt == cfg.max_retries:
+                raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}")
+            self.usage.retries += 1
+            if wait is None:
+                wait = random.uniform(0, min(cfg.max_backoff, cfg.backoff * 2**attempt))
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    # -- chat -----------------------------------------------------------------------------------
+    async def chat(self, messages: list[dict], *, tools: list[dict] | None = None, **params: Any) -> ChatResponse:
+        """One chat completion. `params` are passed through (temperature, max_tokens, seed, n, stop, ...)."""
+        body: dict[str, Any] = {"model": await self.model(), "messages": messages}
+        for name in ("temperature", "max_tokens", "seed"):
+            default = getattr(self.config, name)
+            if default is not None:
+                body[name] = default
+        if tools:
+            body["tools"] = openai_tools(tools)
+        body.update({k: v for k, v in params.items() if v is not None})
+        raw = await self._request("POST", "chat/completions", body)
+        choices = raw.get("choices") or []
+        if not choices:
+            raise LLMError(f"endpoint returned no choices: {str(raw)[:300]}")
+        return ChatResponse(message=choices[0].get("message") or {}, choices=choices, usage=raw.get("usage") or {},
+                            raw=raw)
+
+    async def chat_json(self, messages: list[dict], schema: dict, *, name: str = "reply", attempts: int = 3,
+                        **params: Any) -> tuple[Any, ChatResponse]:
+        """A reply parsed as JSON and valid against `schema`.
+
+        Uses the endpoint's json_schema response format when it accepts one; otherwise (or when
+        the reply still does not parse) the error is shown to the model and it tries again, up
+        to `attempts` replies. Raises StructuredOutputError with the last reply text.
+        """
+        validator = Draft202012Validator(schema)
+        conversation = list(messages)
+        last_text: str | None = None
+        problem = ""
+        for _ in range(attempts):
+            reply = await self._chat_structured(conversation, schema, name, **params)
+            last_text = reply.content
+            try:
+                value = extract_json(last_text)
+                errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+                if not errors:
+                    return value, reply
+                problem = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                                    for e in errors[:5])
+            except ValueError as exc:
+                problem = str(exc)
+            conversation = [*conversation, {"role": "assistant", "content": last_text},
+                            {"role": "user", "content": f"That reply is not valid: {problem}. Reply again with only a "
+                                                        f"JSON value matching this schema:\n{orjson.dumps(schema).decode()}"}]
+        raise StructuredOutputError(f"no valid JSON reply after {attempts} attempts: {problem}", last_text)
+
+    async def _chat_structured(self, messages: list[dict], schema: dict, name: str, **params: Any) -> ChatResponse:
+        if self._structured_supported:
+            response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+            try:
+                return await self.chat(messages, response_format=response_format, **params)
+            except LLMError as exc:
+                if exc.status not in (400, 422) or "response_format" not in (exc.body or "") + str(exc):
+                    raise
+                self._structured_supported = False  # this endpoint can't: fall back to prompt + parse
+        return await self.chat(messages, **params)
+
+    # -- embeddings -----------------------------------------------------------------------------
+    async def embed(self, texts: list[str], *, model: str | None = None, batch_size: int = 256) -> list[list[float]]:
+        """Embeddings from the endpoint's /embeddings, in input order."""
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), batch_size):
+            body = {"model": model or await self.model(), "input": texts[start:start + batch_size]}
+            raw = await self._request("POST", "embeddings", body)
+            ordered = sorted(raw.get("data") or [], key=lambda item: item["index"])
+            vectors.extend(item["embedding"] for item in ordered)
+        return vectors

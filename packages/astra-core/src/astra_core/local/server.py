@@ -1,0 +1,188 @@
+"""An OpenAI-compatible HTTP server for a local causal LM (default: the bundled SmolLM2-135M-Instruct).
+
+Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (with `tools` -> `tool_calls`
+via the Hermes <tool_call> format of `astra_core.chat_format`, `n`, `seed`, `stop`,
+`response_format`). Binds to 127.0.0.1 by default.
+
+    astra-core serve --port 8000            # then ASTRA_LLM_BASE_URL=http://127.0.0.1:8000/v1
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from astra_core.chat_format import parse_reply, to_template_messages
+from astra_core.local.generation import GenerationJob, Generator, GuidedCall, Sampling
+from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
+
+JSON_INSTRUCTION = "Reply with a single JSON value and nothing else."
+
+
+class BadRequest(ValueError):
+    pass
+
+
+class ChatService:
+    """Turns OpenAI chat requests into generation jobs and completions into OpenAI responses."""
+
+    def __init__(self, generator: Generator, model_name: str, *, max_tokens_cap: int = 2048,
+                 default_max_tokens: int = 512):
+        self.generator = generator
+        self.tokenizer = generator.tokenizer
+        self.model_name = model_name
+        self.max_tokens_cap = max_tokens_cap
+        self.default_max_tokens = default_max_tokens
+
+    def prompt_text(self, messages: list[dict], tools: list[dict] | None, response_format: dict | None) -> str:
+        templated = to_template_messages(messages, tools)
+        if response_format and response_format.get("type") in ("json_object", "json_schema"):
+            schema = (response_format.get("json_schema") or {}).get("schema")
+            note = JSON_INSTRUCTION + (f" It must match this JSON schema: {json.dumps(schema)}" if schema else "")
+            if templated and templated[0]["role"] == "system":
+                templated[0] = {"role": "system", "content": templated[0]["content"] + "\n\n" + note}
+            else:
+                templated.insert(0, {"role": "system", "content": note})
+        return self.tokenizer.apply_chat_template(templated, add_generation_prompt=True, tokenize=False)
+
+    @staticmethod
+    def guided_call(tool_choice, tools: list[dict] | None, prompt_text: str) -> GuidedCall | None:
+        """tool_choice "required" or {"type": "function", "function": {"name": X}} obliges a call."""
+        if tool_choice in (None, "auto", "none"):
+            return None
+        if not tools:
+            raise BadRequest("tool_choice requires 'tools'")
+        if tool_choice == "required":
+            return GuidedCall(prompt_text, tools)
+        name = (tool_choice.get("function") or {}).get("name") if isinstance(tool_choice, dict) else None
+        if name not in {t["function"]["name"] for t in tools}:
+            raise BadRequest(f"tool_choice names {name!r}, which is not among the tools")
+        return GuidedCall(prompt_text, tools, name)
+
+    def complete(self, body: dict) -> dict:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("'messages' must be a non-empty list")
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant", "tool"):
+                raise BadRequest(f"messages[{index}]: needs a role of system, user, assistant or tool")
+        tools = body.get("tools") if body.get("tool_choice") != "none" else None
+        text = self.prompt_text(messages, tools or None, body.get("response_format"))
+        prompt = self.tokenizer.encode(text, add_special_tokens=False)
+        guided = self.guided_call(body.get("tool_choice"), tools, text)
+        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or self.default_max_tokens)
+        temperature = float(body["temperature"]) if body.get("temperature") is not None else 1.0
+        sampling = Sampling(temperature=temperature, top_p=float(body.get("top_p") or 1.0),
+                            top_k=max(0, int(body.get("top_k") or 0)), seed=body.get("seed"))
+        n = int(body.get("n") or 1)
+        if not 1 <= n <= 64:
+            raise BadRequest("'n' must be between 1 and 64")
+        job = GenerationJob(prompt, min(max_tokens, self.max_tokens_cap), sampling, n=n, guided=guided)
+        completions = self.generator.submit(job).result()
+        stops = body.get("stop") or []
+        stops = [stops] if isinstance(stops, str) else stops
+        choices = [self._choice(i, c.text, c.finish_reason, stops, bool(tools)) for i, c in enumerate(completions)]
+        completion_tokens = sum(len(c.token_ids) for c in completions)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.model_name, "choices": choices,
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
+                      "total_tokens": len(prompt) + completion_tokens},
+        }
+
+    @staticmethod
+    def _choice(index: int, text: str, finish: str, stops: list[str], with_tools: bool) -> dict:
+        for stop in stops:
+            if stop and stop in text:
+                text, finish = text[:text.index(stop)], "stop"
+        message: dict = {"role": "assistant", "content": text}
+        if with_tools:
+            reply = parse_reply(text)
+            if reply.calls:
+                # Malformed blocks stay in the content so a client can see what the model wrote.
+                message = {"role": "assistant", "content": reply.content or None,
+                           "tool_calls": reply.openai_tool_calls()}
+                finish = "tool_calls"
+        return {"index": index, "message": message, "finish_reason": finish}
+
+
+def make_handler(service: ChatService):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args) -> None:  # keep stdout/stderr for data and errors
+            if os.environ.get("ASTRA_SERVER_LOG"):
+                sys.stderr.write("astra-server: " + fmt % args + "\n")
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+            self._send(status, {"error": {"message": message, "type": kind}})
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            if self.path.rstrip("/") in ("/health", "/v1/health"):
+                self._send(200, {"status": "ok", "model": service.model_name})
+            elif self.path.rstrip("/") == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": service.model_name, "object": "model",
+                                                              "owned_by": "astra"}]})
+            else:
+                self._error(404, f"no route GET {self.path}")
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._error(404, f"no route POST {self.path} (the embedded server serves /v1/chat/completions)")
+                return
+            try:
+                body = json.loads(raw)
+                if not isinstance(body, dict):
+                    raise BadRequest("request body must be a JSON object")
+                self._send(200, service.complete(body))
+            except (json.JSONDecodeError, BadRequest, ValueError, TypeError) as exc:
+                self._error(HTTPStatus.BAD_REQUEST, str(exc))
+            except Exception as exc:  # noqa: BLE001 - report, keep serving
+                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}", "server_error")
+
+    return Handler
+
+
+def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
+          threads: int | None = None, max_batch: int = 8, max_tokens_cap: int = 2048) -> None:
+    """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    lm, tokenizer = load_model(model)
+    stop_ids = sorted({tokenizer.eos_token_id, *(tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",)
+                                                  if t in tokenizer.get_vocab())})
+    name = DEFAULT_MODEL_NAME if model is None else Path(model).name
+    service = ChatService(Generator(lm, tokenizer, max_batch=max_batch, stop_token_ids=stop_ids), name,
+                          max_tokens_cap=max_tokens_cap)
+    httpd = ThreadingHTTPServer((host, port), make_handler(service))
+    httpd.daemon_threads = True
+    bound = httpd.server_address[1]
+    if port_file:
+        tmp = Path(port_file).with_suffix(".tmp")
+        tmp.write_text(str(bound))
+        tmp.rename(port_file)
+    print(f"astra-core serve: {name} at http://{host}:{bound}/v1", file=sys.stderr, flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()

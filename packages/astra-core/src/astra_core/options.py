@@ -1,0 +1,106 @@
+"""Click options every stage command shares, so all `astra-*` tools read and write alike.
+
+    @main.command()
+    @stage_options
+    @llm_options
+    def judge_task(**kwargs):
+        options, llm = stage_options_from(kwargs), llm_config_from(kwargs)
+        ...
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from astra_core.llm.client import LLMConfig
+from astra_core.stage import Shard, StageOptions
+
+
+def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Shard | None:
+    if value is None:
+        return None
+    try:
+        return Shard.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _apply(options: list[Callable], f: Callable) -> Callable:
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def stage_options(f: Callable) -> Callable:
+    """INPUTS..., -o/--output, --rejects, --shard i/n, --skip-bad, --resume, --progress/--no-progress, --fail-fast."""
+    return _apply([
+        click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False)),
+        click.option("-o", "--output", default="-", show_default="stdout", help="Write output records here."),
+        click.option("--rejects", type=click.Path(dir_okay=False),
+                     help="Write every dropped record here with the reason (JSONL)."),
+        click.option("--shard", callback=_parse_shard, metavar="I/N",
+                     help="Process only shard I of N (0-based); records are assigned by a hash of their id."),
+        click.option("--skip-bad", is_flag=True,
+                     help="Send malformed or invalid input lines to --rejects instead of stopping."),
+        click.option("--resume", is_flag=True,
+                     help="Append to -o FILE, skipping input ids already in it (or in --rejects)."),
+        click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: if a terminal)."),
+        click.option("--fail-fast", is_flag=True, help="Stop at the first error instead of rejecting the record."),
+    ], f)
+
+
+def stage_options_from(kwargs: dict[str, Any]) -> StageOptions:
+    """Pop the stage options out of a command's kwargs."""
+    inputs = tuple(kwargs.pop("inputs", ()) or ("-",))
+    return StageOptions(inputs=inputs, output=kwargs.pop("output"), rejects=kwargs.pop("rejects"),
+                        shard=kwargs.pop("shard"), skip_bad=kwargs.pop("skip_bad"), resume=kwargs.pop("resume"),
+                        progress=kwargs.pop("progress"), fail_fast=kwargs.pop("fail_fast"))
+
+
+def llm_options(f: Callable) -> Callable:
+    """--base-url, --model, --api-key (env ASTRA_LLM_*), --concurrency, --max-retries, --timeout, --cache-dir,
+    --temperature, --max-tokens, --seed."""
+    return _apply([
+        click.option("--base-url", envvar="ASTRA_LLM_BASE_URL",
+                     help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 [env ASTRA_LLM_BASE_URL; "
+                          "unset: start the embedded local model]"),
+        click.option("--model", envvar="ASTRA_LLM_MODEL", help="Model name [env ASTRA_LLM_MODEL; default: the "
+                                                               "endpoint's first model]"),
+        click.option("--api-key", envvar="ASTRA_LLM_API_KEY", help="Bearer token [env ASTRA_LLM_API_KEY]"),
+        click.option("--concurrency", type=int, default=8, show_default=True, help="Requests in flight."),
+        click.option("--max-retries", type=int, default=5, show_default=True),
+        click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request."),
+        click.option("--cache-dir", envvar="ASTRA_LLM_CACHE_DIR", type=click.Path(file_okay=False),
+                     help="Cache replies on disk, keyed by the full request [env ASTRA_LLM_CACHE_DIR]."),
+        click.option("--temperature", type=float, default=None),
+        click.option("--max-tokens", type=int, default=None),
+        click.option("--seed", type=int, default=None, help="Sampling seed sent with each request."),
+    ], f)
+
+
+def llm_config_from(kwargs: dict[str, Any]) -> LLMConfig:
+    """Pop the LLM options out of a command's kwargs."""
+    names = ("base_url", "model", "api_key", "concurrency", "max_retries", "timeout", "cache_dir", "temperature",
+             "max_tokens", "seed")
+    values = {name: kwargs.pop(name) for name in names if name in kwargs}
+    return LLMConfig.from_env(**values)
+
+
+def report_errors(f: Callable) -> Callable:
+    """Turn contract errors (bad lines, bad records, bad options) into a one-line message and exit 1."""
+    from astra_core.llm.client import LLMError
+    from astra_core.schema import RecordError
+    from astra_core.stage import StageError
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except (RecordError, StageError, LLMError, FileNotFoundError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper

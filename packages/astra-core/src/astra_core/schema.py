@@ -1,0 +1,86 @@
+"""JSON Schemas of the record kinds, and validation with errors that name record and field."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib.resources import files
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+
+from astra_core.records import KINDS
+
+_BASE = "https://astra-toolkit.dev/schemas/"
+
+
+class RecordError(ValueError):
+    """A record that breaks the contract. Carries where it came from and which field is wrong."""
+
+    def __init__(self, message: str, *, record_id: str | None = None, field: str | None = None,
+                 source: str | None = None, lineno: int | None = None):
+        self.message = message
+        self.record_id = record_id
+        self.field = field
+        self.source = source
+        self.lineno = lineno
+        super().__init__(str(self))
+
+    def located(self, source: str, lineno: int) -> RecordError:
+        return RecordError(self.message, record_id=self.record_id, field=self.field, source=source, lineno=lineno)
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.lineno}: " if self.source else ""
+        rec = f"record {self.record_id!r}: " if self.record_id is not None else ""
+        field = f"field {self.field}: " if self.field else ""
+        return f"{where}{rec}{field}{self.message}"
+
+
+def _schema_text(name: str) -> dict:
+    return json.loads((files("astra_core") / "schemas" / f"{name}.json").read_text())
+
+
+@cache
+def _registry() -> Registry:
+    resources = [(_BASE + f"{name}.json", Resource.from_contents(_schema_text(name)))
+                 for name in ("common", *KINDS)]
+    return Registry().with_resources(resources)
+
+
+@cache
+def schema(kind: str) -> dict:
+    """The JSON Schema of a record kind (see docs/formats.md)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown record kind {kind!r}; known: {', '.join(KINDS)}")
+    return _schema_text(kind)
+
+
+@cache
+def _validator(kind: str) -> Draft202012Validator:
+    return Draft202012Validator(schema(kind), registry=_registry())
+
+
+def field_path(path) -> str:
+    """jsonschema's absolute_path as `messages[2].role`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(record)"
+
+
+def errors(record: object, kind: str) -> list[RecordError]:
+    """All contract violations of `record` as `kind` (empty when valid)."""
+    rid = record.get("id") if isinstance(record, dict) else None
+    return [RecordError(e.message, record_id=rid if isinstance(rid, str) else None, field=field_path(e.absolute_path))
+            for e in _validator(kind).iter_errors(record)]
+
+
+def validate(record: object, kind: str) -> dict:
+    """Return `record` if it is a valid `kind`, else raise the most relevant RecordError."""
+    validator = _validator(kind)
+    error = best_match(validator.iter_errors(record))
+    if error is None:
+        return record  # type: ignore[return-value]
+    rid = record.get("id") if isinstance(record, dict) else None
+    raise RecordError(error.message, record_id=rid if isinstance(rid, str) else None, field=field_path(error.absolute_path))

@@ -1,0 +1,326 @@
+"""One run of a JSONL stage: the conventions every `astra-*` command follows.
+
+A stage reads records (files or stdin), processes each into zero or more output records,
+and writes them to stdout (or -o FILE). Nothing is lost: an input that yields no output
+goes to the rejects file with a reason. Counts go to stderr when the stage ends:
+
+    read = skipped (resume) + other shards + produced output + rejected
+
+Typical use, for a stage that maps each input to outputs:
+
+    with Stage("astra-toolgraph walk", options, in_kind="tool_graph", out_kind="tool_chain") as stage:
+        stage.run(walk_one)              # or: asyncio.run(stage.arun(async_fn, concurrency=8))
+
+`walk_one(record)` returns a record, a list of records, or raises `Rejected(reason)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
+from astra_core.records import provenance_step
+from astra_core.schema import RecordError, validate
+
+
+class Rejected(Exception):
+    """Raise from a stage function to drop the current record with a reason."""
+
+
+class StageError(ValueError):
+    """A stage was asked for something it cannot do (bad option combination, unreadable input)."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`: records are assigned by a stable hash of their id."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        try:
+            index_text, count_text = text.split("/")
+            index, count = int(index_text), int(count_text)
+        except ValueError:
+            raise ValueError(f"--shard wants i/n (e.g. 0/4), got {text!r}") from None
+        if count < 1 or not 0 <= index < count:
+            raise ValueError(f"--shard {text}: need 0 <= i < n")
+        return cls(index, count)
+
+    def owns(self, record_id: str) -> bool:
+        digest = hashlib.blake2b(str(record_id).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.count == self.index
+
+
+@dataclass
+class StageOptions:
+    """The I/O options shared by every stage command (see `astra_core.cli.stage_options`)."""
+
+    inputs: tuple[str, ...] = ("-",)
+    output: str = "-"
+    rejects: str | None = None
+    shard: Shard | None = None
+    skip_bad: bool = False
+    resume: bool = False
+    progress: bool | None = None  # None: show a bar only when stderr is a terminal
+    fail_fast: bool = False
+
+
+@dataclass
+class Counts:
+    read: int = 0
+    skipped_resume: int = 0
+    other_shards: int = 0
+    produced: int = 0  # inputs that yielded at least one output
+    written: int = 0  # output records
+    rejected: int = 0
+    errors: int = 0  # rejected because the stage raised an unexpected exception
+    reasons: collections.Counter = field(default_factory=collections.Counter)
+
+
+def _reason_key(reason: str) -> str:
+    return reason.split(":", 1)[0][:80]
+
+
+def _done_ids(paths: list[str]) -> set[str]:
+    """Ids already handled by an earlier run: output ids, their parents, and rejected ids."""
+    done: set[str] = set()
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        for source, lineno, raw in iter_raw_lines([path]):
+            try:
+                record = parse_line(source, lineno, raw).record
+            except MalformedLine:
+                continue
+            for key in (record.get("id"), record.get("meta", {}).get("parent_id")):
+                if isinstance(key, str):
+                    done.add(key)
+    return done
+
+
+def _truncate_partial_last_line(path: str) -> None:
+    """A run killed mid-write leaves half a line; resume drops it."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+class Stage:
+    def __init__(self, command: str, options: StageOptions, *, in_kind: str | None = None,
+                 out_kind: str | None = None, model: str | None = None, seed: int | None = None,
+                 total: int | None = None):
+        self.command = command
+        self.options = options
+        self.in_kind = in_kind
+        self.out_kind = out_kind
+        self.counts = Counts()
+        self.stats: dict[str, Any] = {}  # extra figures printed with the counts (token usage, ...)
+        self._step = provenance_step(command, model=model, seed=seed)
+        self._total = total
+        self._out: IO[bytes] | None = None
+        self._rejects: IO[bytes] | None = None
+        self._done: set[str] = set()
+        self._bar: tqdm | None = None
+        self._started = 0.0
+        self._first_error_shown = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> Stage:
+        opts = self.options
+        if opts.resume:
+            if opts.output == "-":
+                raise StageError("--resume needs -o FILE: it skips ids already in that file")
+            _truncate_partial_last_line(opts.output)
+            self._done = _done_ids([opts.output] + ([opts.rejects] if opts.rejects else []))
+        mode = "ab" if opts.resume else "wb"
+        self._out = sys.stdout.buffer if opts.output == "-" else open(opts.output, mode)  # noqa: SIM115
+        if opts.rejects:
+            if opts.resume:
+                _truncate_partial_last_line(opts.rejects)
+            self._rejects = open(opts.rejects, mode)  # noqa: SIM115
+        show = opts.progress if opts.progress is not None else sys.stderr.isatty()
+        self._bar = tqdm(total=self._total, desc=self.command, unit="rec", file=sys.stderr, disable=not show,
+                         dynamic_ncols=True, leave=False)
+        self._started = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._out is not None and self._out is not sys.stdout.buffer:
+            self._out.close()
+        elif self._out is not None:
+            self._out.flush()
+        if self._rejects is not None:
+            self._rejects.close()
+        if exc_type is None or exc_type is KeyboardInterrupt:
+            print(self.summary(), file=sys.stderr)
+
+    def summary(self) -> str:
+        c = self.counts
+        parts = [f"read {c.read}"]
+        if c.skipped_resume:
+            parts.append(f"skipped {c.skipped_resume} done (resume)")
+        if c.other_shards:
+            parts.append(f"{c.other_shards} in other shards")
+        parts.append(f"wrote {c.written} from {c.produced}")
+        parts.append(f"rejected {c.rejected}" + (f" ({c.errors} errors)" if c.errors else ""))
+        text = f"{self.command}: " + " · ".join(parts) + f" · {time.monotonic() - self._started:.1f}s"
+        for key, value in self.stats.items():
+            text += f"\n  {key}: {value}"
+        if c.reasons:
+            top = ", ".join(f"{reason} ×{n}" for reason, n in c.reasons.most_common(6))
+            text += f"\n  reject reasons: {top}"
+            if self._rejects is None:
+                text += "\n  (pass --rejects FILE to keep the rejected records)"
+        return text
+
+    # -- input -----------------------------------------------------------------------------
+    def inputs(self) -> Iterator[dict]:
+        """Input records to process: parsed, validated, and filtered by --shard and --resume."""
+        for source, lineno, raw in iter_raw_lines(self.options.inputs):
+            self.counts.read += 1
+            try:
+                line = parse_line(source, lineno, raw, self.in_kind)
+            except MalformedLine as bad:
+                if not self.options.skip_bad:
+                    raise
+                self._write_reject({"id": bad.record_id, "reason": f"malformed: {bad}", "stage": self.command,
+                                    "source": f"{source}:{lineno}", "line": raw.decode("utf-8", "replace")})
+                self._advance()
+                continue
+            record = line.record
+            record_id = record.get("id")
+            if self.options.shard and not self.options.shard.owns(str(record_id)):
+                self.counts.other_shards += 1
+                continue
+            if record_id in self._done:
+                self.counts.skipped_resume += 1
+                self._advance()
+                continue
+            yield record
+
+    # -- output ----------------------------------------------------------------------------
+    def emit(self, outputs: dict | list[dict] | None, source: dict | None = None) -> None:
+        """Write the outputs of one input record (or reject it when there are none)."""
+        if isinstance(outputs, dict):
+            outputs = [outputs]
+        if not outputs:
+            if source is not None:
+                self.reject(source, "no output: the stage produced nothing for this record")
+            return
+        lines = []
+        for record in outputs:
+            self._stamp(record, source)
+            if self.out_kind is not None:
+                try:
+                    validate(record, self.out_kind)
+                except RecordError as exc:
+                    self.counts.errors += 1
+                    self.reject(source or record, f"error: stage produced an invalid {self.out_kind}: {exc}")
+                    return
+            lines.append(dumps(record))
+        assert self._out is not None
+        self._out.write(b"".join(lines))
+        self._out.flush()
+        self.counts.written += len(lines)
+        self.counts.produced += 1
+        self._advance()
+
+    def reject(self, record: dict, reason: str) -> None:
+        """Drop `record` with a reason: it goes to --rejects and is counted."""
+        self._write_reject({"id": record.get("id"), "reason": reason, "stage": self.command, "record": record})
+        self._advance()
+
+    def _write_reject(self, entry: dict) -> None:
+        self.counts.rejected += 1
+        self.counts.reasons[_reason_key(entry["reason"])] += 1
+        if self._rejects is not None:
+            self._rejects.write(dumps(entry))
+            self._rejects.flush()
+
+    def _stamp(self, record: dict, source: dict | None) -> None:
+        meta = record.setdefault("meta", {})
+        steps = meta.setdefault("provenance", [])
+        if not steps or steps[-1].get("command") != self.command:
+            steps.append(dict(self._step))
+        if source is not None and record.get("id") != source.get("id"):
+            meta["parent_id"] = source.get("id")
+
+    def _advance(self) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+
+    # -- running a per-record function --------------------------------------------------------
+    def _fail(self, record: dict, exc: BaseException) -> None:
+        if isinstance(exc, Rejected):
+            self.reject(record, str(exc))
+            return
+        if self.options.fail_fast:
+            raise exc
+        self.counts.errors += 1
+        if not self._first_error_shown:
+            self._first_error_shown = True
+            print(f"{self.command}: error on record {record.get('id')!r} (rejected; --fail-fast to stop):",
+                  file=sys.stderr)
+            traceback.print_exception(exc, file=sys.stderr, limit=-4)
+        self.reject(record, f"error: {type(exc).__name__}: {exc}")
+
+    def run(self, fn: Callable[[dict], dict | list[dict] | None]) -> Counts:
+        """Apply `fn` to every input record, in order."""
+        for record in self.inputs():
+            try:
+                outputs = fn(record)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a reject with its reason
+                self._fail(record, exc)
+                continue
+            self.emit(outputs, record)
+        return self.counts
+
+    async def arun(self, fn: Callable[[dict], Awaitable[dict | list[dict] | None]], concurrency: int = 8) -> Counts:
+        """Apply async `fn` to every input with up to `concurrency` in flight; output keeps input order."""
+        window: collections.deque[asyncio.Task] = collections.deque()
+        records = self.inputs()
+        done = object()
+
+        async def guarded(record: dict):
+            try:
+                return record, await fn(record), None
+            except Exception as exc:  # noqa: BLE001
+                return record, None, exc
+
+        def finish(result) -> None:
+            record, outputs, exc = result
+            if exc is not None:
+                self._fail(record, exc)
+            else:
+                self.emit(outputs, record)
+
+        while True:
+            # Read input off the event loop: upstream of a pipe may be slow.
+            record = await asyncio.to_thread(next, records, done)
+            if record is done:
+                break
+            window.append(asyncio.create_task(guarded(record)))
+            while window and (len(window) >= concurrency or window[0].done()):
+                finish(await window.popleft())
+        while window:
+            finish(await window.popleft())
+        return self.counts

@@ -1,0 +1,165 @@
+"""Pytest fixtures shared by every package's tests (registered as the `astra_core` pytest plugin).
+
+- `embedded_llm`: base URL of a real embedded model server (SmolLM2 over HTTP), one per session.
+- `llm_env`: sets ASTRA_LLM_BASE_URL to it for the test.
+- `recorded_llm`: a real loopback HTTP server that answers chat requests with recorded replies
+  (for testing parsing and control flow deterministically), can fail on purpose, and keeps
+  every request it received.
+
+Importing this module is cheap: nothing heavy loads until a fixture is used.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+Reply = str | dict | Callable[[dict], "str | dict"]
+
+
+@dataclass
+class Failure:
+    """A deliberate failure: an HTTP status (with optional Retry-After), or a stall of `sleep` seconds."""
+
+    status: int = 503
+    retry_after: float | None = None
+    sleep: float = 0.0
+    body: str = '{"error": {"message": "failing on purpose", "type": "server_error"}}'
+
+
+@dataclass
+class RecordedLLM:
+    """Serves `failures` first (one per request), then `replies` in order (the last one repeats).
+
+    A reply is the assistant content (str), a full assistant message (dict with content/tool_calls),
+    or a function of the request body returning either.
+    """
+
+    replies: list[Reply] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    embeddings: Callable[[str], list[float]] | None = None
+    model_name: str = "recorded"
+    requests: list[dict] = field(default_factory=list)
+    max_in_flight: int = 0
+    base_url: str = ""
+    _in_flight: int = 0
+    _served: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def _next(self, body: dict) -> Failure | dict:
+        with self._lock:
+            self.requests.append(body)
+            if self.failures:
+                return self.failures.pop(0)
+            reply = self.replies[min(self._served, len(self.replies) - 1)] if self.replies else ""
+            self._served += 1
+        reply = reply(body) if callable(reply) else reply
+        return {"role": "assistant", "content": reply} if isinstance(reply, str) else {"role": "assistant", **reply}
+
+    def start(self) -> RecordedLLM:
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: str, headers: dict | None = None) -> None:
+                data = payload.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._send(200, json.dumps({"object": "list", "data": [{"id": recorder.model_name}]}))
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                with recorder._lock:
+                    recorder._in_flight += 1
+                    recorder.max_in_flight = max(recorder.max_in_flight, recorder._in_flight)
+                try:
+                    self._answer(body)
+                finally:
+                    with recorder._lock:
+                        recorder._in_flight -= 1
+
+            def _answer(self, body: dict) -> None:
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    recorder.requests.append(body)
+                    vectors = [recorder.embeddings(text) for text in body["input"]] if recorder.embeddings else []
+                    data = [{"index": i, "embedding": v, "object": "embedding"} for i, v in enumerate(vectors)]
+                    self._send(200, json.dumps({"object": "list", "data": data}))
+                    return
+                outcome = recorder._next(body)
+                if isinstance(outcome, Failure):
+                    time.sleep(outcome.sleep)
+                    headers = {"Retry-After": str(outcome.retry_after)} if outcome.retry_after is not None else {}
+                    self._send(outcome.status, outcome.body, headers)
+                    return
+                finish = "tool_calls" if outcome.get("tool_calls") else "stop"
+                self._send(200, json.dumps({
+                    "id": "chatcmpl-recorded", "object": "chat.completion", "model": recorder.model_name,
+                    "choices": [{"index": 0, "message": outcome, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}))
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def chat_requests(self) -> list[dict]:
+        return [r for r in self.requests if "messages" in r]
+
+
+@pytest.fixture
+def recorded_llm() -> Iterator[Callable[..., RecordedLLM]]:
+    """Factory: `server = recorded_llm(replies=[...], failures=[Failure(503)])`; stopped after the test."""
+    started: list[RecordedLLM] = []
+
+    def make(replies: list[Reply] | None = None, failures: list[Failure] | None = None, **kwargs: Any) -> RecordedLLM:
+        server = RecordedLLM(replies=list(replies or []), failures=list(failures or []), **kwargs).start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedded_llm() -> Iterator[str]:
+    """Base URL (…/v1) of a real embedded model server, shared by the whole test session."""
+    from astra_core.embedded import start_server, stop_server
+
+    process, base_url = start_server(extra_args=["--max-tokens-cap", "256"])
+    yield base_url
+    stop_server(process)
+
+
+@pytest.fixture
+def llm_env(embedded_llm: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point ASTRA_LLM_BASE_URL at the embedded server for this test (stages and subprocesses see it)."""
+    monkeypatch.setenv("ASTRA_LLM_BASE_URL", embedded_llm)
+    monkeypatch.delenv("ASTRA_LLM_MODEL", raising=False)
+    return embedded_llm

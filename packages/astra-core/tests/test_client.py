@@ -1,0 +1,180 @@
+"""The LLM client against a real loopback HTTP server (astra_core.testing.RecordedLLM) serving recorded replies."""
+
+import asyncio
+import time
+
+import pytest
+from astra_core.llm import LLMClient, LLMConfig, LLMError, StructuredOutputError, extract_json
+from astra_core.testing import Failure
+
+
+def client(server, **overrides) -> LLMClient:
+    return LLMClient(LLMConfig(base_url=server.base_url, backoff=0.01, max_backoff=0.05, **overrides))
+
+
+async def ask(llm, text="hi", **kw):
+    async with llm:
+        return await llm.chat([{"role": "user", "content": text}], **kw)
+
+
+def test_retries_server_errors_then_succeeds(recorded_llm):
+    server = recorded_llm(replies=["fine"], failures=[Failure(503), Failure(500), Failure(429)])
+    llm = client(server)
+    reply = asyncio.run(ask(llm))
+    assert reply.content == "fine"
+    assert len(server.chat_requests) == 4
+    assert llm.usage.retries == 3 and llm.usage.requests == 1
+
+
+def test_gives_up_after_max_retries(recorded_llm):
+    server = recorded_llm(replies=["never"], failures=[Failure(503)] * 5)
+    with pytest.raises(LLMError, match="after 2 retries: HTTP 503"):
+        asyncio.run(ask(client(server, max_retries=2)))
+    assert len(server.chat_requests) == 3
+
+
+def test_client_errors_are_not_retried(recorded_llm):
+    server = recorded_llm(replies=["x"], failures=[Failure(401, body='{"error": "bad key"}')])
+    with pytest.raises(LLMError, match="HTTP 401") as info:
+        asyncio.run(ask(client(server)))
+    assert info.value.status == 401 and len(server.chat_requests) == 1
+
+
+def test_backoff_honours_retry_after(recorded_llm):
+    server = recorded_llm(replies=["ok"], failures=[Failure(429, retry_after=0.4)])
+    started = time.monotonic()
+    asyncio.run(ask(client(server)))
+    assert time.monotonic() - started >= 0.4
+
+
+def test_timeouts_are_retried(recorded_llm):
+    server = recorded_llm(replies=["late but fine"], failures=[Failure(200, sleep=1.0)])
+    reply = asyncio.run(ask(client(server, timeout=0.3)))
+    assert reply.content == "late but fine"
+
+
+def test_concurrency_is_bounded(recorded_llm):
+    server = recorded_llm(replies=[lambda body: (time.sleep(0.05), "ok")[1]])
+    llm = client(server, concurrency=3)
+
+    async def many():
+        async with llm:
+            await asyncio.gather(*(llm.chat([{"role": "user", "content": str(i)}]) for i in range(12)))
+
+    asyncio.run(many())
+    assert len(server.chat_requests) == 12
+    assert 1 < server.max_in_flight <= 3
+
+
+def test_usage_is_accounted(recorded_llm):
+    server = recorded_llm(replies=["a", "b"])
+    llm = client(server)
+
+    async def two():
+        async with llm:
+            await llm.chat([{"role": "user", "content": "1"}])
+            await llm.chat([{"role": "user", "content": "2"}])
+
+    asyncio.run(two())
+    assert (llm.usage.requests, llm.usage.prompt_tokens, llm.usage.completion_tokens) == (2, 20, 10)
+    assert "2 requests" in str(llm.usage)
+
+
+def test_cache_answers_repeated_requests(recorded_llm, tmp_path):
+    server = recorded_llm(replies=["first", "second"])
+    for _ in range(2):
+        llm = client(server, cache_dir=str(tmp_path / "cache"))
+        assert asyncio.run(ask(llm, "same question")).content == "first"
+    assert len(server.chat_requests) == 1
+    assert asyncio.run(ask(client(server, cache_dir=str(tmp_path / "cache")), "other")).content == "second"
+
+
+def test_request_defaults_and_model_discovery(recorded_llm):
+    server = recorded_llm(replies=["ok"], model_name="served-model")
+    asyncio.run(ask(client(server, temperature=0.0, max_tokens=7, seed=3), tools=[
+        {"type": "function", "function": {"name": "f", "parameters": {}}, "output_schema": {"type": "object"}}]))
+    body = server.chat_requests[0]
+    assert body["model"] == "served-model"
+    assert (body["temperature"], body["max_tokens"], body["seed"]) == (0.0, 7, 3)
+    assert "output_schema" not in body["tools"][0]
+
+
+SCHEMA = {"type": "object", "required": ["score"], "properties": {"score": {"type": "integer", "minimum": 0}}}
+
+
+def test_structured_output_uses_json_schema_when_supported(recorded_llm):
+    server = recorded_llm(replies=['{"score": 2}'])
+    llm = client(server)
+
+    async def run():
+        async with llm:
+            return await llm.chat_json([{"role": "user", "content": "rate"}], SCHEMA)
+
+    value, _ = asyncio.run(run())
+    assert value == {"score": 2}
+    assert server.chat_requests[0]["response_format"]["type"] == "json_schema"
+
+
+def test_structured_output_falls_back_and_retries_on_bad_json(recorded_llm):
+    unsupported = Failure(400, body='{"error": {"message": "response_format json_schema is not supported"}}')
+    server = recorded_llm(replies=["I think it is good", '```json\n{"score": -1}\n```', 'Sure: {"score": 3} done'],
+                          failures=[unsupported])
+    llm = client(server)
+
+    async def run():
+        async with llm:
+            return await llm.chat_json([{"role": "user", "content": "rate"}], SCHEMA, attempts=3)
+
+    value, _ = asyncio.run(run())
+    assert value == {"score": 3}
+    later = server.chat_requests[1:]
+    assert all("response_format" not in r for r in later)
+    assert "no JSON found" in later[1]["messages"][-1]["content"]
+    assert "minimum" in later[2]["messages"][-1]["content"] or "-1" in later[2]["messages"][-1]["content"]
+
+
+def test_structured_output_gives_up_with_last_reply(recorded_llm):
+    server = recorded_llm(replies=["nope"])
+    llm = client(server)
+
+    async def run():
+        async with llm:
+            return await llm.chat_json([{"role": "user", "content": "rate"}], SCHEMA, attempts=2)
+
+    with pytest.raises(StructuredOutputError) as info:
+        asyncio.run(run())
+    assert info.value.last_reply == "nope"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', {"a": 1}),
+    ('Here you go:\n```json\n{"a": [1, 2]}\n```\nanything else?', {"a": [1, 2]}),
+    ('The answer is {"a": {"b": "}"}} as requested.', {"a": {"b": "}"}}),
+    ("[1, 2, 3]", [1, 2, 3]),
+])
+def test_extract_json(text, expected):
+    assert extract_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "no json here", "{broken"])
+def test_extract_json_errors(text):
+    with pytest.raises(ValueError):
+        extract_json(text)
+
+
+def test_config_from_env(monkeypatch):
+    monkeypatch.setenv("ASTRA_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ASTRA_LLM_MODEL", "m")
+    config = LLMConfig.from_env(model="override", concurrency=2)
+    assert (config.base_url, config.model, config.concurrency) == ("http://127.0.0.1:9/v1", "override", 2)
+
+
+def test_embeddings_in_input_order(recorded_llm):
+    server = recorded_llm(embeddings=lambda text: [float(len(text)), 1.0])
+    llm = client(server)
+
+    async def run():
+        async with llm:
+            return await llm.embed(["a", "bbb", "cc"], batch_size=2)
+
+    assert asyncio.run(run()) == [[1.0, 1.0], [3.0, 1.0], [2.0, 1.0]]

@@ -1,0 +1,98 @@
+"""The embedded default model behind a real HTTP server on 127.0.0.1 (SmolLM2-135M-Instruct)."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from astra_core.llm import LLMClient, LLMConfig
+
+pytestmark = pytest.mark.llm
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city", "days", "unit"]}}}
+FLIGHTS = {"type": "function", "function": {
+    "name": "search_flights", "description": "Flights between two cities",
+    "parameters": {"type": "object", "properties": {"origin": {"type": "string"}, "destination": {"type": "string"}},
+                   "required": ["origin", "destination"]}}}
+
+
+def chat(base_url, **body):
+    return asyncio.run(_chat(base_url, **body))
+
+
+async def _chat(base_url, **body):
+    messages = body.pop("messages")
+    async with LLMClient(LLMConfig(base_url=base_url)) as llm:
+        return await llm.chat(messages, **body)
+
+
+def test_answers_a_chat_request(embedded_llm):
+    reply = chat(embedded_llm, messages=[{"role": "user", "content": "What is the capital of France?"}],
+                 max_tokens=24, temperature=0)
+    assert reply.message["role"] == "assistant"
+    assert "paris" in reply.content.lower()
+    assert reply.usage["completion_tokens"] <= 24 and reply.usage["prompt_tokens"] > 5
+    assert reply.finish_reason in ("stop", "length")
+
+
+def test_required_tool_choice_returns_a_well_formed_call(embedded_llm):
+    reply = chat(embedded_llm, messages=[{"role": "user", "content": "Weather in Oslo for 3 days in celsius?"}],
+                 tools=[WEATHER, FLIGHTS], tool_choice="required", temperature=0, max_tokens=64)
+    assert reply.finish_reason == "tool_calls"
+    (call,) = reply.tool_calls
+    assert call["type"] == "function" and call["id"]
+    arguments = json.loads(call["function"]["arguments"])
+    if call["function"]["name"] == "get_weather":
+        assert set(arguments) == {"city", "days", "unit"}
+        assert isinstance(arguments["days"], int) and arguments["unit"] in ("celsius", "fahrenheit")
+    else:
+        assert call["function"]["name"] == "search_flights" and set(arguments) == {"origin", "destination"}
+
+
+def test_named_tool_choice_and_tool_results_round_trip(embedded_llm):
+    named = {"type": "function", "function": {"name": "search_flights"}}
+    first = chat(embedded_llm, messages=[{"role": "user", "content": "Flights from Boston to Denver?"}],
+                 tools=[WEATHER, FLIGHTS], tool_choice=named, temperature=0)
+    assert first.tool_calls[0]["function"]["name"] == "search_flights"
+    # Feed the call and a tool result back: the server must render the conversation and answer.
+    messages = [{"role": "user", "content": "Flights from Boston to Denver?"},
+                {"role": "assistant", "content": None, "tool_calls": first.tool_calls},
+                {"role": "tool", "tool_call_id": first.tool_calls[0]["id"], "content": '{"flights": ["UA 12"]}'}]
+    second = chat(embedded_llm, messages=messages, tools=[WEATHER, FLIGHTS], max_tokens=24, temperature=0)
+    assert second.message["role"] == "assistant"
+
+
+def test_n_choices_and_seeded_sampling(embedded_llm):
+    messages = [{"role": "user", "content": "Name a color."}]
+    many = chat(embedded_llm, messages=messages, n=3, temperature=1.0, max_tokens=8, seed=7)
+    assert len(many.choices) == 3
+    again = chat(embedded_llm, messages=messages, n=3, temperature=1.0, max_tokens=8, seed=7)
+    assert [c["message"]["content"] for c in many.choices] == [c["message"]["content"] for c in again.choices]
+
+
+def test_concurrent_requests_are_batched_and_all_answered(embedded_llm):
+    async def many():
+        async with LLMClient(LLMConfig(base_url=embedded_llm, concurrency=6)) as llm:
+            return await asyncio.gather(*(llm.chat([{"role": "user", "content": f"Say the number {i}."}],
+                                                   max_tokens=6, temperature=0) for i in range(6)))
+
+    replies = asyncio.run(many())
+    assert len(replies) == 6 and all(r.message["role"] == "assistant" for r in replies)
+
+
+def test_bad_requests_get_openai_style_errors(embedded_llm):
+    root = embedded_llm
+    response = httpx.post(f"{root}/chat/completions", content=b"{not json", timeout=30)
+    assert response.status_code == 400 and "error" in response.json()
+    response = httpx.post(f"{root}/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]}, timeout=30)
+    assert response.status_code == 400 and "messages[0]" in response.json()["error"]["message"]
+    response = httpx.post(f"{root}/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
+                                                             "tools": [WEATHER], "tool_choice": {
+                                                                 "type": "function", "function": {"name": "nope"}}},
+                          timeout=30)
+    assert response.status_code == 400 and "nope" in response.json()["error"]["message"]
+    assert httpx.get(f"{root}/models", timeout=30).json()["data"][0]["id"] == "smollm2-135m-instruct"

@@ -1,0 +1,205 @@
+import asyncio
+import io
+import sys
+
+import orjson
+import pytest
+from astra_core.jsonl import MalformedLine, read_jsonl
+from astra_core.stage import Rejected, Shard, Stage, StageError, StageOptions
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+def records(n, prefix="r"):
+    return [{"id": f"{prefix}{i}", "meta": {}, "value": i} for i in range(n)]
+
+
+def write_input(path, recs):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    return str(path)
+
+
+def read(path):
+    return list(read_jsonl(path)) if path.exists() else []
+
+
+def fanout(record):
+    """0 -> reject, 1 -> nothing (a drop without reason), 2 -> one output, 3+ -> several."""
+    v = record["value"] % 5
+    if v == 0:
+        raise Rejected(f"value {record['value']} is divisible by 5")
+    if v == 1:
+        return []
+    return [{"id": f"{record['id']}/{k}", "meta": {}, "k": k} for k in range(v - 1)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 40))
+def test_every_input_ends_in_output_or_rejects(tmp_path_factory, n):
+    tmp = tmp_path_factory.mktemp("stage")
+    inp = write_input(tmp / "in.jsonl", records(n))
+    out, rej = tmp / "out.jsonl", tmp / "rej.jsonl"
+    with Stage("test fanout", StageOptions(inputs=(inp,), output=str(out), rejects=str(rej))) as stage:
+        stage.run(fanout)
+    c = stage.counts
+    assert c.read == n == c.produced + c.rejected
+    parents = {r["meta"]["parent_id"] for r in read(out)}
+    rejected = {r["id"] for r in read(rej)}
+    assert parents | rejected == {f"r{i}" for i in range(n)} and not parents & rejected
+    assert c.written == len(read(out))
+    assert all(r["reason"] for r in read(rej))
+    # outputs carry provenance of this stage
+    assert all(r["meta"]["provenance"][-1]["command"] == "test fanout" for r in read(out))
+
+
+def test_summary_on_stderr_and_data_on_stdout(tmp_path, capsysbinary):
+    inp = write_input(tmp_path / "in.jsonl", records(6))
+    with Stage("test fanout", StageOptions(inputs=(inp,))) as stage:
+        stage.run(fanout)
+    captured = capsysbinary.readouterr()
+    out_lines = captured.out.splitlines()
+    assert all(orjson.loads(line)["id"] for line in out_lines)
+    err = captured.err.decode()
+    assert "read 6" in err and "rejected 3" in err and "reject reasons" in err and "--rejects" in err
+
+
+def test_resume_skips_done_ids_and_drops_half_written_line(tmp_path):
+    inp = write_input(tmp_path / "in.jsonl", records(10))
+    out = tmp_path / "out.jsonl"
+    seen = []
+
+    def identity(record):
+        seen.append(record["id"])
+        return record
+
+    # A first run that died after 4 records, mid-way through writing the 5th.
+    out.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records(4)) + b'{"id": "r4", "me')
+    with Stage("test", StageOptions(inputs=(inp,), output=str(out), resume=True)) as stage:
+        stage.run(identity)
+    assert seen == [f"r{i}" for i in range(4, 10)]
+    assert stage.counts.skipped_resume == 4
+    assert [r["id"] for r in read(out)] == [f"r{i}" for i in range(10)]
+
+
+def test_resume_counts_rejected_and_derived_ids_as_done(tmp_path):
+    inp = write_input(tmp_path / "in.jsonl", records(12))
+    out, rej = tmp_path / "out.jsonl", tmp_path / "rej.jsonl"
+    opts = StageOptions(inputs=(inp,), output=str(out), rejects=str(rej))
+    with Stage("test", opts) as stage:
+        stage.run(fanout)
+    calls = []
+
+    def count(record):
+        calls.append(record["id"])
+        return fanout(record)
+
+    opts.resume = True
+    with Stage("test", opts) as stage:
+        stage.run(count)
+    assert calls == []
+    assert stage.counts.skipped_resume == 12
+
+
+def test_resume_needs_an_output_file():
+    with pytest.raises(StageError, match="--resume needs -o FILE"):
+        with Stage("test", StageOptions(resume=True)):
+            pass
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(0, 60), shards=st.integers(1, 5))
+def test_shards_partition_the_input(n, shards):
+    ids = [f"id-{i}" for i in range(n)]
+    owners = [[i for i in ids if Shard(k, shards).owns(i)] for k in range(shards)]
+    assert sorted(sum(owners, [])) == sorted(ids)
+
+
+def test_shard_option_filters_records(tmp_path, capsysbinary):
+    inp = write_input(tmp_path / "in.jsonl", records(20))
+    total = 0
+    for k in range(3):
+        with Stage("test", StageOptions(inputs=(inp,), shard=Shard(k, 3))) as stage:
+            stage.run(lambda r: r)
+        total += stage.counts.written
+        assert stage.counts.written + stage.counts.other_shards == 20
+    assert total == 20
+
+
+@pytest.mark.parametrize("text", ["1/0", "3/3", "a/b", "2"])
+def test_bad_shard_spec(text):
+    with pytest.raises(ValueError):
+        Shard.parse(text)
+
+
+def test_malformed_line_stops_the_stage_with_its_location(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"id": "a"}\nnot json\n')
+    with pytest.raises(MalformedLine, match=r"in.jsonl:2: invalid JSON"):
+        with Stage("test", StageOptions(inputs=(str(inp),))) as stage:
+            stage.run(lambda r: r)
+
+
+def test_skip_bad_sends_bad_lines_to_rejects(tmp_path, capsysbinary):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"id": "a", "meta": {}, "server_id": "s", "tools": ["x"]}\nnot json\n'
+                   '{"id": "b", "meta": {}, "server_id": "s", "tools": []}\n')
+    rej = tmp_path / "rej.jsonl"
+    with Stage("test", StageOptions(inputs=(str(inp),), rejects=str(rej), skip_bad=True),
+               in_kind="tool_chain") as stage:
+        stage.run(lambda r: r)
+    assert stage.counts.read == 3 and stage.counts.written == 1 and stage.counts.rejected == 2
+    reasons = [r["reason"] for r in read(rej)]
+    assert "line 2" not in reasons[0] and ":2: invalid JSON" in reasons[0]
+    assert "record 'b': field tools" in reasons[1]
+
+
+def test_invalid_output_is_rejected_not_written(tmp_path, capsysbinary):
+    inp = write_input(tmp_path / "in.jsonl", records(2))
+    rej = tmp_path / "rej.jsonl"
+    with Stage("test", StageOptions(inputs=(inp,), rejects=str(rej)), out_kind="task") as stage:
+        stage.run(lambda r: {"id": r["id"], "question": "q?", "server_id": "s"} if r["value"] else {"id": "x"})
+    assert stage.counts.written == 1 and stage.counts.errors == 1
+    assert "invalid task" in read(rej)[0]["reason"]
+
+
+def test_exceptions_become_rejects_unless_fail_fast(tmp_path, capsysbinary):
+    inp = write_input(tmp_path / "in.jsonl", records(3))
+
+    def boom(record):
+        if record["value"] == 1:
+            raise KeyError("missing")
+        return record
+
+    with Stage("test", StageOptions(inputs=(inp,))) as stage:
+        stage.run(boom)
+    assert stage.counts.errors == 1 and stage.counts.written == 2
+    assert "error on record 'r1'" in capsysbinary.readouterr().err.decode()
+    with pytest.raises(KeyError):
+        with Stage("test", StageOptions(inputs=(inp,), fail_fast=True)) as stage:
+            stage.run(boom)
+
+
+def test_async_run_keeps_order_and_bounds_concurrency(tmp_path, capsysbinary):
+    inp = write_input(tmp_path / "in.jsonl", records(30))
+    out = tmp_path / "out.jsonl"
+    in_flight, peak = 0, 0
+
+    async def slow(record):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.002 * (30 - record["value"]))  # later records finish first
+        in_flight -= 1
+        return record
+
+    with Stage("test", StageOptions(inputs=(inp,), output=str(out))) as stage:
+        asyncio.run(stage.arun(slow, concurrency=4))
+    assert [r["id"] for r in read(out)] == [f"r{i}" for i in range(30)]
+    assert 1 < peak <= 4
+
+
+def test_reads_stdin_by_default(monkeypatch, capsysbinary):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"id": "s1"}\n{"id": "s2"}\n')))
+    with Stage("test", StageOptions()) as stage:
+        stage.run(lambda r: r)
+    assert stage.counts.written == 2
