@@ -102,34 +102,17 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         print(f"astra-grpo sft: resumed from {state_path}", file=sys.stderr)
     metrics = Metrics(accelerator, config, resume_step=resumed)
 
-    rank, scale = accelerator.process_index, backward_scale(world, accumulation)
+    rank = accelerator.process_index
     while step < total_steps:
         started = time.perf_counter()
         mine = [examples[i] for i in stream.take(config.batch_size)[rank::world]]
-        totals = global_sums(accelerator, {"tokens": sum(trainable_tokens(m) for _, m in mine)})
-        loss_share, seen_tokens, grad_norm = 0.0, 0, None
-        for micro in chunks(mine, config.micro_batch_size):
-            with accelerator.accumulate(model):
-                batch = collate([ids for ids, _ in micro], [m for _, m in micro], tokenizer.pad_token_id)
-                batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-                logprobs, _ = token_logprobs(model, batch)
-                share = objective_share(sft_token_loss(logprobs), batch["loss_mask"], config.loss_average,
-                                        totals["tokens"], config.batch_size)
-                accelerator.backward(share * scale)
-                if accelerator.sync_gradients:
-                    grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)
-                optimizer.step()
-                optimizer.zero_grad()
-            loss_share += float(share.detach())
-            seen_tokens += int(batch["attention_mask"].sum())
+        update = _update(config, accelerator, model, optimizer, mine, tokenizer.pad_token_id, world, accumulation)
         scheduler.step()
         step += 1
 
         elapsed = time.perf_counter() - started
-        sums = global_sums(accelerator, {"loss": loss_share, "seen": seen_tokens})
-        metrics.log(step, {"loss": sums["loss"], "lr": scheduler.get_last_lr()[0],
-                           "grad_norm": float(grad_norm) if grad_norm is not None else None,
-                           "tokens_per_s": sums["seen"] / elapsed, "trainable_tokens": totals["tokens"],
+        metrics.log(step, {"loss": update["loss"], "lr": scheduler.get_last_lr()[0], "grad_norm": update["grad_norm"],
+                           "tokens_per_s": update["seen_tokens"] / elapsed, "trainable_tokens": update["tokens"],
                            "epoch": stream.epoch + stream.offset / len(examples)}, final=step == total_steps)
         if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
             save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
@@ -142,3 +125,28 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
     save_weights(accelerator, model, tokenizer, output / "final")
     metrics.close()
     return output / "final"
+
+
+def _update(config: SFTConfig, accelerator, model, optimizer, mine: list[tuple[list[int], list[int]]], pad_id: int,
+            world: int, accumulation: int) -> dict[str, float | None]:
+    """One optimizer update on this process's share of the global batch; returns global metrics."""
+    totals = global_sums(accelerator, {"tokens": sum(trainable_tokens(m) for _, m in mine)})
+    scale = backward_scale(world, accumulation)
+    loss_share, seen_tokens, grad_norm = 0.0, 0, None
+    for micro in chunks(mine, config.micro_batch_size):
+        with accelerator.accumulate(model):
+            batch = collate([ids for ids, _ in micro], [m for _, m in micro], pad_id)
+            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+            logprobs, _ = token_logprobs(model, batch)
+            share = objective_share(sft_token_loss(logprobs), batch["loss_mask"], config.loss_average,
+                                    totals["tokens"], config.batch_size)
+            accelerator.backward(share * scale)
+            if accelerator.sync_gradients:
+                grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)
+            optimizer.step()
+            optimizer.zero_grad()
+        loss_share += float(share.detach())
+        seen_tokens += int(batch["attention_mask"].sum())
+    sums = global_sums(accelerator, {"loss": loss_share, "seen": seen_tokens})
+    return {"loss": sums["loss"], "seen_tokens": sums["seen"], "tokens": totals["tokens"],
+            "grad_norm": float(grad_norm) if grad_norm is not None else None}
