@@ -51,7 +51,8 @@ def grpo_case(name: str, out: Path) -> None:
                           accelerator.process_index, accumulation)
     if accelerator.is_main_process:
         torch.save({"params": flat_params(accelerator.unwrap_model(prepared)), "metrics": metrics,
-                    "accumulation": accumulation}, out / f"grpo_{name}.pt")
+                    "accumulation": accumulation, "distributed_type": str(accelerator.distributed_type),
+                    "processes": accelerator.num_processes}, out / f"grpo_{name}.pt")
     accelerator.wait_for_everyone()
 
 
@@ -82,6 +83,8 @@ if __name__ == "__main__":
     out_dir = Path(sys.argv[1])
     for case in GRPO_CASES:
         grpo_case(case, out_dir)
+    if len(sys.argv) == 2:  # the DeepSpeed run checks the GRPO updates only
+        sys.exit(0)
     for averaging in ("token", "sequence"):
         sft_case(averaging, out_dir)
     sft_run(sys.argv[2], sys.argv[3], out_dir)

@@ -46,16 +46,21 @@ def trajectories(path: Path) -> Path:
     return path
 
 
+def launch_worker(accelerate_config: str, *args: str, env: dict | None = None) -> None:
+    """`accelerate launch --config_file <bundled config> dp_worker.py ARGS` (2 CPU processes)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE), **(env or {})}
+    command = [str(Path(sys.executable).parent / "accelerate"), "launch",
+               "--config_file", str(bundled_configs() / "accelerate" / accelerate_config),
+               "--main_process_port", str(free_port()), str(HERE / "dp_worker.py"), *args]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory, tiny_llama):
     out = tmp_path_factory.mktemp("dp")
     data = trajectories(out / "trajectories.jsonl")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
-    command = [str(Path(sys.executable).parent / "accelerate"), "launch",
-               "--config_file", str(bundled_configs() / "accelerate" / "cpu_2proc.yaml"),
-               "--main_process_port", str(free_port()), str(HERE / "dp_worker.py"), str(out), str(tiny_llama), str(data)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
+    launch_worker("cpu_2proc.yaml", str(out), str(tiny_llama), str(data))
     return out, data
 
 
@@ -86,6 +91,7 @@ def reference_grpo(case: str) -> torch.Tensor:
 def test_grpo_update_on_two_processes_equals_reference(case, two_process_run):
     out, _ = two_process_run
     result = torch.load(out / f"grpo_{case}.pt")
+    assert result["processes"] == 2 and result["distributed_type"] == "DistributedType.MULTI_CPU"
     assert result["accumulation"] > 1  # accumulation and data parallelism together
     before = flat_params(small_model())
     expected = reference_grpo(case)

@@ -5,29 +5,42 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Sequence
 
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DistributedType
+from accelerate.utils import DistributedType, InitProcessGroupKwargs
 
 from astra_grpo.config import TrainConfig
 
 
+def _process_options() -> dict:
+    """How accelerate should set up processes without CUDA: `cpu=True` gives gloo processes (its launcher's
+    own --cpu flag would start only one), except under DeepSpeed, which needs `cpu=False` and is told
+    gloo explicitly (else accelerate counts a single process)."""
+    if torch.cuda.is_available():
+        return {"cpu": False}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return {"cpu": False, "backend": "gloo"}
+    return {"cpu": True}
+
+
 def world_size() -> int:
     """Processes of this run, known before the Accelerator exists (the accumulation steps need it)."""
-    return PartialState(cpu=not torch.cuda.is_available()).num_processes
+    return PartialState(**_process_options()).num_processes
 
 
 def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerator:
     """An Accelerator whose gradient accumulation is exactly `accumulation_steps` micro-batches per update.
 
-    On a machine without CUDA the processes use gloo on CPU (`accelerate launch` needs `cpu=True` for that:
-    its own `--cpu` flag starts a single process).
+    On a machine without CUDA the processes use gloo on CPU (see `_process_options`).
     """
     trackers = [t for t in config.report_to if t and t != "none"]
-    accelerator = Accelerator(cpu=not torch.cuda.is_available(), log_with=trackers or None,
-                              project_dir=config.output_dir, gradient_accumulation_steps=accumulation_steps)
+    options = _process_options()
+    handlers = [InitProcessGroupKwargs(backend=options["backend"])] if "backend" in options else []
+    accelerator = Accelerator(cpu=options["cpu"], log_with=trackers or None, project_dir=config.output_dir,
+                              gradient_accumulation_steps=accumulation_steps, kwargs_handlers=handlers)
     accelerator.gradient_accumulation_steps = accumulation_steps  # a launch config must not override it
     plugin = accelerator.state.deepspeed_plugin
     if plugin is not None:
