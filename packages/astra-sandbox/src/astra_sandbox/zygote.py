@@ -1,0 +1,683 @@
+"""The in-jail supervisor ("zygote") of one sandbox worker. Standard library only.
+
+It runs as `python -I -S zygote.py [--unsafe]` inside nsjail and talks to the host over
+stdin/stdout in length-prefixed JSON frames (`write_frame`/`read_frame`, which the host side
+imports from this module too). It never runs untrusted code itself. For every episode (an
+environment session) or program (a `run_code` request) it forks a fresh process tree:
+
+    zygote    uid 0 of the jail's user namespace; keeps CAP_SYS_ADMIN/SETUID/SETGID/KILL there
+     └ init   pid 1 of a new pid + mount namespace: mounts /proc (hidepid) and a private /tmp,
+       │      binds the declared requirements, hides the rest, reaps orphans, reports the status
+       └ code uid 65534, no capabilities, rlimits: loads the environment and serves tool calls
+              (or runs the program), talking to the zygote on fds 3 (requests) and 4 (replies)
+
+Killing `init` ends an episode: the kernel kills every process of its pid namespace, and its
+mount namespace, with that episode's /tmp, is gone. Nothing carries over to the next episode.
+
+With `--unsafe` (development only) there are no namespaces and no user switch: episodes run as
+the invoking user with a fresh temporary directory, a new session (process group) and the
+rlimits, nothing more (RLIMIT_NPROC does not bind root).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import inspect
+import io
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+import types
+
+SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
+REQ_ROOT = "/astra/req"  # per episode: exactly the declared requirements
+PROGRAM_FILE = "main.py"
+UNSAFE_REQ_DIR = ".requirements"
+
+_HEADER = struct.Struct(">I")
+MAX_FRAME = 256 << 20
+
+# mount(2) flags
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+
+REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the zygote
+
+
+# -- framing (shared with the host) -----------------------------------------------------------
+def _wait(fd: int, *, write: bool, deadline: float | None) -> None:
+    if deadline is None:
+        return
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    ready = select.select([], [fd], [], remaining) if write else select.select([fd], [], [], remaining)
+    if not ready[1 if write else 0]:
+        raise TimeoutError
+
+
+def write_frame(fd: int, message: dict, deadline: float | None = None) -> None:
+    """Send one JSON message. With a deadline, `fd` should be non-blocking."""
+    body = json.dumps(message, default=str).encode()
+    view = memoryview(_HEADER.pack(len(body)) + body)
+    while view:
+        _wait(fd, write=True, deadline=deadline)
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
+    chunks, got = [], 0
+    while got < size:
+        _wait(fd, write=False, deadline=deadline)
+        try:
+            chunk = os.read(fd, min(size - got, 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, deadline: float | None = None) -> dict | None:
+    """Receive one JSON message; None at end of stream. Raises TimeoutError past the deadline."""
+    header = _read_exact(fd, _HEADER.size, deadline)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes exceeds the {MAX_FRAME} byte limit")
+    body = _read_exact(fd, size, deadline)
+    if body is None:
+        return None
+    message = json.loads(body)
+    if not isinstance(message, dict):
+        raise ValueError("frame is not a JSON object")
+    return message
+
+
+# -- observations ----------------------------------------------------------------------------
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [truncated {len(text) - limit} characters]"
+
+
+def to_jsonable(value, depth: int = 0):
+    """A JSON-able copy of `value`: containers recursed, dict keys as str, anything else str()."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if depth > 40:
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): to_jsonable(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(item, depth + 1) for item in value]
+    if isinstance(value, set | frozenset):
+        return sorted((to_jsonable(item, depth + 1) for item in value), key=repr)
+    return str(value)
+
+
+def observation(value) -> str:
+    """A tool's return value as the text the model sees."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # e.g. circular references
+        return str(value)
+
+
+def failure(kind: str, error: str) -> dict:
+    return {"ok": False, "kind": kind, "error": error, "output": f"Error: {error}"}
+
+
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"killed by {name}"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
+
+
+# -- the code process: environment sessions ----------------------------------------------------
+@contextlib.contextmanager
+def _captured():
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        yield buffer
+
+
+def environment_tools(module: types.ModuleType) -> dict:
+    """The environment's tools: public functions defined by its own code (not imported ones)."""
+    return {name: value for name, value in vars(module).items()
+            if isinstance(value, types.FunctionType) and not name.startswith("_")
+            and value.__module__ == module.__name__}
+
+
+def load_environment(code: str, limit: int) -> tuple[types.ModuleType | None, dict]:
+    module = types.ModuleType("environment")
+    module.__file__ = "/tmp/environment.py"
+    sys.modules["environment"] = module
+    try:
+        compiled = compile(code, "environment.py", "exec")
+        with _captured() as printed:
+            exec(compiled, module.__dict__)  # noqa: S102 - this is the sandboxed code
+    except BaseException as exc:  # noqa: BLE001 - any failure to load is a load_error
+        return None, failure("load_error", _exception_text(exc, limit))
+    tools = sorted(environment_tools(module))
+    return module, {"ok": True, "kind": "ok", "tools": tools, "stdout": truncate(printed.getvalue(), limit)}
+
+
+def _exception_text(exc: BaseException, limit: int) -> str:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return truncate(text, limit)
+
+
+def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
+    tools = environment_tools(module)
+    name, arguments = message.get("name"), message.get("arguments")
+    if not isinstance(name, str) or name not in tools:
+        available = ", ".join(sorted(tools)) or "none"
+        return failure("unknown_tool", f"unknown tool {name!r}; available tools: {available}")
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            return failure("bad_arguments", f"arguments of {name} are not valid JSON: {exc}")
+    if not isinstance(arguments, dict):
+        return failure("bad_arguments", f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
+    function = tools[name]
+    try:
+        inspect.signature(function).bind(**arguments)
+    except TypeError as exc:
+        return failure("bad_arguments", f"{name}: {exc}")
+    with _captured() as printed:
+        try:
+            value = function(**arguments)
+        except BaseException as exc:  # noqa: BLE001 - the tool's failure is the observation
+            reply = failure("exception", _exception_text(exc, limit))
+        else:
+            reply = {"ok": True, "kind": "ok", "error": None, "output": truncate(observation(value), limit)}
+    reply["stdout"] = truncate(printed.getvalue(), limit)
+    return reply
+
+
+def snapshot_state(module: types.ModuleType, limit: int) -> dict:
+    get_state = vars(module).get("get_state")
+    try:
+        with _captured():
+            if callable(get_state):
+                value = get_state()
+            else:
+                value = {name: item for name, item in vars(module).items()
+                         if not name.startswith("_") and not callable(item) and not isinstance(item, types.ModuleType)}
+        return {"ok": True, "state": to_jsonable(value)}
+    except BaseException as exc:  # noqa: BLE001
+        return failure("exception", _exception_text(exc, limit))
+
+
+def serve_environment(code: str, limits: dict) -> None:
+    limit = limits["max_output_bytes"]
+    module, reply = load_environment(code, limit)
+    write_frame(REPLY_FD, reply)
+    if module is None:
+        return
+    while True:
+        message = read_frame(REQUEST_FD)
+        if message is None:
+            return
+        if message.get("op") == "state":
+            reply = snapshot_state(module, limit)
+        else:
+            reply = call_tool(module, message, limit)
+        write_frame(REPLY_FD, reply)
+
+
+# -- the code process: programs (run_code) ------------------------------------------------------
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def run_program(code: str, stdin: bytes, workdir: str) -> int:
+    """Run `code` as a fresh `__main__`, as `python main.py` would; returns the exit code."""
+    stdin_fd = os.memfd_create("stdin")
+    os.write(stdin_fd, stdin)
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    os.dup2(stdin_fd, 0)
+    os.close(stdin_fd)
+    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
+                                       buffering=1)
+    path = os.path.join(workdir, PROGRAM_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(code)
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    sys.modules["__main__"] = main
+    sys.argv = [path]
+    exit_code = 0
+    try:
+        exec(compile(code, path, "exec"), main.__dict__)  # noqa: S102 - this is the sandboxed code
+    except SystemExit as exc:
+        exit_code = _exit_code(exc)
+    except MemoryError as exc:
+        with contextlib.suppress(Exception):
+            write_frame(REPLY_FD, {"memory_error": True})
+        _print_user_traceback(exc)
+        exit_code = 1
+    except BaseException as exc:  # noqa: BLE001 - an uncaught exception: traceback and exit 1, like python
+        _print_user_traceback(exc)
+        exit_code = 1
+    _finish_interpreter()
+    return exit_code
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """The traceback python would print: the program's frames only, not the supervisor's."""
+    with contextlib.suppress(BaseException):
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+
+
+def _finish_interpreter() -> None:
+    """What interpreter shutdown does before exit: join threads, run atexit handlers, flush."""
+    if "threading" in sys.modules:
+        threading = sys.modules["threading"]
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                with contextlib.suppress(Exception):
+                    thread.join()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+# -- the zygote ------------------------------------------------------------------------------
+class Mounts:
+    """mount(2) through libc: Python has no binding, and only the zygote's init uses it."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+        def encode(text: str | None) -> bytes | None:
+            return text.encode() if text is not None else None
+
+        result = self._libc.mount(encode(source), encode(target), encode(fstype), self._ctypes.c_ulong(flags),
+                                  encode(data))
+        if result != 0:
+            errno = self._ctypes.get_errno()
+            raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+class Episode:
+    """The host-side (zygote-side) handle on one forked process tree."""
+
+    def __init__(self, pid: int, requests: int | None, replies: int, status: int, workdir: str | None,
+                 outputs: tuple[int, int] | None, limits: dict):
+        self.pid, self.requests, self.replies, self.status_fd = pid, requests, replies, status
+        self.workdir, self.outputs, self.limits = workdir, outputs, limits
+        self.pidfd = os.pidfd_open(pid)
+        self.ended = False
+        self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
+
+    def fds(self) -> list[int]:
+        fds = [self.replies, self.status_fd, self.pidfd] + list(self.outputs or ())
+        return fds + ([self.requests] if self.requests is not None else [])
+
+
+class Zygote:
+    def __init__(self, jailed: bool):
+        self.jailed = jailed
+        self.episode: Episode | None = None
+        self.mounts = Mounts() if jailed else None
+        self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if jailed else None
+
+    # -- the host channel --------------------------------------------------------------------
+    def serve(self) -> None:
+        write_frame(1, {"ready": True, "jailed": self.jailed, "python": sys.version.split()[0]})
+        while True:
+            message = read_frame(0)
+            if message is None:
+                break
+            try:
+                reply = self.handle(message)
+            except Exception as exc:  # noqa: BLE001 - report, keep serving
+                self.end_episode()
+                reply = failure("sandbox_error", f"supervisor: {type(exc).__name__}: {exc}")
+                reply["dead"] = True
+            write_frame(1, reply)
+        self.end_episode()
+
+    def handle(self, message: dict) -> dict:
+        op = message.get("op")
+        if op == "ping":
+            return {"ok": True}
+        if op == "open":
+            self.end_episode()
+            self.episode = self.spawn(message, program=False)
+            return self.exchange(None, message["limits"]["call_timeout_s"])
+        if op in ("call", "state"):
+            return self.exchange(message, self.episode.limits["call_timeout_s"] if self.episode else 0)
+        if op == "close":
+            self.end_episode()
+            return {"ok": True}
+        if op == "run":
+            return self.run(message)
+        return failure("sandbox_error", f"unknown op {op!r}")
+
+    # -- episodes ------------------------------------------------------------------------------
+    def spawn(self, message: dict, *, program: bool) -> Episode:
+        limits = message["limits"]
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        status_r, status_w = os.pipe()
+        out_r, out_w = os.pipe() if program else (None, None)
+        err_r, err_w = os.pipe() if program else (None, None)
+        workdir = None if self.jailed else tempfile.mkdtemp(prefix="astra-episode-")
+        child_fds = {"request": request_r, "reply": reply_w, "status": status_w, "out": out_w, "err": err_w}
+        if self.jailed:
+            os.unshare(os.CLONE_NEWPID)  # the next child is pid 1 of a new pid namespace
+        try:
+            pid = os.fork()
+        except BaseException:
+            self._restore_pid_namespace()
+            raise
+        if pid == 0:
+            try:
+                self.init(message, child_fds, workdir, program)
+            finally:
+                os._exit(70)
+        self._restore_pid_namespace()
+        for fd in (request_r, reply_w, status_w, out_w, err_w):
+            if fd is not None:
+                os.close(fd)
+        os.set_blocking(request_w, False)
+        outputs = (out_r, err_r) if program else None
+        return Episode(pid, None if program else request_w, reply_r, status_r, workdir, outputs, limits)
+
+    def _restore_pid_namespace(self) -> None:
+        if self.jailed:  # later children of the zygote itself stay in the zygote's namespace
+            os.setns(self.pid_namespace, os.CLONE_NEWPID)
+
+    def init(self, message: dict, fds: dict, workdir: str | None, program: bool) -> None:
+        """The episode's init: isolate, fork the code process, reap, report its status."""
+        limits = message["limits"]
+        try:
+            if self.jailed:
+                self.isolate(limits, message.get("site", []))
+            else:
+                os.setsid()
+                link_requirements(message, workdir)
+        except Exception as exc:  # noqa: BLE001 - tell the zygote why the episode cannot start
+            with contextlib.suppress(OSError):
+                write_frame(fds["reply"], failure("sandbox_error", f"episode setup failed: {exc}"))
+            os._exit(71)
+        code_pid = os.fork()
+        if code_pid == 0:
+            try:
+                self.become_code(message, fds, workdir, program)
+            finally:
+                os._exit(1)
+        for fd in fds.values():
+            if fd is not None and fd != fds["status"]:
+                os.close(fd)
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, 0)
+            except ChildProcessError:
+                os._exit(0)
+            except InterruptedError:
+                continue
+            if pid == code_pid:
+                report = {"status": status, "cpu": usage.ru_utime + usage.ru_stime}
+                with contextlib.suppress(OSError):
+                    os.write(fds["status"], json.dumps(report).encode())
+                os._exit(0)
+
+    def isolate(self, limits: dict, site: list) -> None:
+        """Fresh mount namespace: /proc for the episode's pids only, a private /tmp, the requirements."""
+        mounts = self.mounts
+        os.unshare(os.CLONE_NEWNS | os.CLONE_NEWIPC | os.CLONE_NEWUTS)
+        mounts.mount(None, "/", None, MS_REC | MS_PRIVATE)
+        mounts.mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+        mounts.mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_mb']}m,mode=1777")
+        if site:
+            mounts.mount("tmpfs", REQ_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+            for index, entry in site:
+                source, target = f"{SITE_ROOT}/{index}/{entry}", f"{REQ_ROOT}/{entry}"
+                if os.path.isdir(source):
+                    os.mkdir(target)
+                else:
+                    open(target, "w").close()  # noqa: SIM115 - a mount point for a single-file module
+                mounts.mount(source, target, None, MS_BIND | MS_REC)
+                mounts.mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            mounts.mount(None, REQ_ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        # Hide the host's packages: only the declared requirements stay reachable.
+        mounts.mount("tmpfs", SITE_ROOT, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
+
+    def become_code(self, message: dict, fds: dict, workdir: str | None, program: bool) -> None:
+        """Drop to the sandbox user with rlimits and clean fds, then run the untrusted code."""
+        limits = message["limits"]
+        null = os.open(os.devnull, os.O_RDWR)
+        _move_fds({0: null, 1: fds["out"] if program else null, 2: fds["err"] if program else null,
+                   REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        workdir = workdir or "/tmp"
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
+                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
+        if self.jailed:  # (unsafe mode runs as the invoking user)
+            uid = limits["uid"]
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)  # from uid 0: all capabilities are dropped
+        if message.get("site"):
+            sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
+        mb = 1 << 20
+        for name, soft, hard in (
+            ("RLIMIT_CORE", 0, 0),
+            ("RLIMIT_NPROC", limits["max_processes"], limits["max_processes"]),
+            ("RLIMIT_NOFILE", limits["max_open_files"], limits["max_open_files"]),
+            ("RLIMIT_FSIZE", limits["max_file_size_mb"] * mb, limits["max_file_size_mb"] * mb),
+            ("RLIMIT_CPU", limits["cpu_time_s"], limits["cpu_time_s"] + 1),
+            ("RLIMIT_AS", limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+        ):
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        if program:
+            os._exit(run_program(message["code"], message.get("stdin", "").encode(), workdir))
+        serve_environment(message["code"], limits)
+        os._exit(0)
+
+    def end_episode(self) -> str:
+        """Stop the current episode (killing its whole process tree); describe how its code ended."""
+        episode, self.episode = self.episode, None
+        if episode is None or episode.ended:
+            return "not running"
+        episode.ended = True
+        with contextlib.suppress(ProcessLookupError):
+            if self.jailed:
+                os.kill(episode.pid, signal.SIGKILL)  # pid 1 of the namespace: takes everything with it
+            else:
+                os.killpg(episode.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(episode.pid, 0)
+        episode.exit = self._read_exit(episode)
+        for fd in episode.fds():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if episode.workdir:
+            shutil.rmtree(episode.workdir, ignore_errors=True)
+        if episode.exit is None:
+            return "stopped"
+        return describe_status(episode.exit["status"])
+
+    @staticmethod
+    def _read_exit(episode: Episode) -> dict | None:
+        os.set_blocking(episode.status_fd, False)
+        try:
+            data = os.read(episode.status_fd, 4096)
+        except (BlockingIOError, OSError):
+            return None
+        return json.loads(data) if data else None
+
+    def _out_of_cpu(self, episode: Episode) -> bool:
+        exit_info = episode.exit
+        if exit_info is None:
+            return False
+        status = exit_info["status"]
+        return (os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
+                and exit_info["cpu"] >= episode.limits["cpu_time_s"] - 0.05)
+
+    def exchange(self, message: dict | None, timeout: float) -> dict:
+        """Send a request to the episode's code (or just await its load reply) within `timeout`."""
+        episode = self.episode
+        if episode is None:
+            return {**failure("exception", "no environment is running"), "dead": True}
+        deadline = time.monotonic() + timeout
+        try:
+            if message is not None:
+                write_frame(episode.requests, message, deadline)
+            reply = read_frame(episode.replies, deadline)
+        except TimeoutError:
+            self.end_episode()
+            return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
+        except (OSError, ValueError):
+            reply = None
+        if reply is not None:
+            return reply
+        how = self.end_episode()
+        if self._out_of_cpu(episode):
+            error = f"CPU time limit of {episode.limits['cpu_time_s']}s exceeded; the environment was stopped"
+            return {**failure("timeout", error), "dead": True}
+        return {**failure("exception", f"the environment process died ({how})"), "dead": True}
+
+    # -- programs ------------------------------------------------------------------------------
+    def run(self, message: dict) -> dict:
+        self.end_episode()
+        limits = message["limits"]
+        limit = limits["max_output_bytes"]
+        started = time.monotonic()
+        episode = self.episode = self.spawn(message, program=True)
+        deadline = started + limits["wall_time_s"]
+        streams = {fd: bytearray() for fd in episode.outputs}
+        dropped = dict.fromkeys(episode.outputs, 0)
+        open_fds, exited, timed_out = set(episode.outputs), False, False
+        drain_until = None  # after the exit, what is still buffered in the pipes drains quickly
+        while open_fds or not exited:
+            now = time.monotonic()
+            if not exited and now >= deadline:
+                timed_out = True
+                break
+            if exited and drain_until is None:
+                drain_until = now + 0.5
+            wait = [*open_fds] + ([] if exited else [episode.pidfd])
+            ready, _, _ = select.select(wait, [], [], max(0.0, (drain_until or deadline) - now))
+            if not ready and exited:
+                break
+            for fd in ready:
+                if fd == episode.pidfd:
+                    exited = True
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    open_fds.discard(fd)
+                    continue
+                room = limit - len(streams[fd])
+                streams[fd] += chunk[:max(room, 0)]
+                dropped[fd] += max(len(chunk) - max(room, 0), 0)
+        elapsed = time.monotonic() - started
+        note = self._read_note(episode.replies)
+        self.end_episode()
+        out_fd, err_fd = episode.outputs
+        result = {
+            "stdout": _decode(streams[out_fd], dropped[out_fd]),
+            "stderr": _decode(streams[err_fd], dropped[err_fd]),
+            "execution_time": round(elapsed, 4),
+            "return_code": None,
+            "truncated": bool(dropped[out_fd] or dropped[err_fd]),
+        }
+        exit_info = episode.exit
+        if timed_out:
+            result["status"] = "TimeLimitExceeded"
+        elif exit_info is None:
+            result["status"] = "Error"
+            result["stderr"] += "\n[sandbox] " + note.get("error", "the program's supervisor exited without a status")
+        elif self._out_of_cpu(episode) or (os.WIFSIGNALED(exit_info["status"])
+                                           and os.WTERMSIG(exit_info["status"]) == signal.SIGXCPU):
+            result["status"] = "TimeLimitExceeded"
+        else:
+            status = exit_info["status"]
+            result["return_code"] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            result["status"] = "MemoryLimitExceeded" if note.get("memory_error") else "Finished"
+        return {"ok": True, "run_result": result}
+
+    @staticmethod
+    def _read_note(fd: int) -> dict:
+        """A note the program's side left on its reply channel (a MemoryError, a setup failure)."""
+        try:
+            return read_frame(fd, deadline=time.monotonic() + 0.01) or {}
+        except (TimeoutError, OSError, ValueError):
+            return {}
+
+
+def _move_fds(targets: dict[int, int]) -> None:
+    """Place each source fd at its target number (sources may sit on targets), close all others."""
+    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 64) for target, source in targets.items()}
+    for target, source in high.items():
+        os.dup2(source, target)
+    os.closerange(max(targets) + 1, 1 << 20)
+
+
+def link_requirements(message: dict, workdir: str) -> None:
+    """Unsafe mode: symlink the declared requirements into the episode's directory."""
+    if not message.get("site"):
+        return
+    target = os.path.join(workdir, UNSAFE_REQ_DIR)
+    os.mkdir(target)
+    for index, entry in message["site"]:
+        os.symlink(os.path.join(message["site_dirs"][index], entry), os.path.join(target, entry))
+
+
+def _decode(data: bytearray, dropped: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text + (f"\n... [truncated {dropped} bytes]" if dropped else "")
+
+
+def main(argv: list[str]) -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    Zygote(jailed="--unsafe" not in argv).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
