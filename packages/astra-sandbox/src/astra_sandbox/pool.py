@@ -110,6 +110,11 @@ class SessionPool:
         finally:
             self._release(worker)
 
+    def worker_pids(self) -> list[int]:
+        """Host pids of the live workers (nsjail, or the supervisor in unsafe mode)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._workers if worker.alive]
+
     @property
     def workers_alive(self) -> int:
         with self._lock:

@@ -519,12 +519,16 @@ class Zygote:
         serve_environment(message["code"], limits)
         os._exit(0)
 
-    def end_episode(self) -> str:
-        """Stop the current episode (killing its whole process tree); describe how its code ended."""
+    def end_episode(self, settle_s: float = 0.0) -> str:
+        """Stop the current episode (killing its whole process tree); describe how its code ended.
+
+        `settle_s`: when the code is known to have ended, let init report its status first."""
         episode, self.episode = self.episode, None
         if episode is None or episode.ended:
             return "not running"
         episode.ended = True
+        if settle_s:
+            select.select([episode.pidfd], [], [], settle_s)
         with contextlib.suppress(ProcessLookupError):
             if self.jailed:
                 os.kill(episode.pid, signal.SIGKILL)  # pid 1 of the namespace: takes everything with it
@@ -576,7 +580,7 @@ class Zygote:
             reply = None
         if reply is not None:
             return reply
-        how = self.end_episode()
+        how = self.end_episode(settle_s=1.0)
         if self._out_of_cpu(episode):
             error = f"CPU time limit of {episode.limits['cpu_time_s']}s exceeded; the environment was stopped"
             return {**failure("timeout", error), "dead": True}
