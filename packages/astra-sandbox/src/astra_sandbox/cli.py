@@ -174,13 +174,20 @@ def _load_environment(path: str) -> tuple[str, list[str]]:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSONL instead of a table.")
+@click.option("--only", multiple=True, metavar="NAME", help="Run only these snippets (repeatable).")
 @sandbox_options
-def selftest(as_json: bool, **kwargs) -> None:
+def selftest(as_json: bool, only: tuple[str, ...], **kwargs) -> None:
     """Run every hostile snippet (network, host files, bombs, /proc, ctypes, secrets ...) in the sandbox and
     print whether each was contained. Exit status 1 if any was not.
 
     Uses short limits unless given (--wall-time 2 --cpu-time 2 --memory-mb 256 --max-output-kb 64)."""
-    from astra_sandbox.selftest import Probe, format_table, run_selftest
+    from astra_sandbox.selftest import CASES, Probe, format_table, run_selftest
+
+    unknown = set(only) - {case.name for case in CASES}
+    if unknown:
+        raise click.BadParameter(f"no such snippet: {', '.join(sorted(unknown))} "
+                                 f"(known: {', '.join(case.name for case in CASES)})", param_hint="--only")
+    cases = [case for case in CASES if not only or case.name in only]
 
     ctx = click.get_current_context()
     quick = {"wall_time_s": 2.0, "cpu_time_s": 2, "memory_mb": 256, "max_output_kb": 64}
@@ -190,7 +197,7 @@ def selftest(as_json: bool, **kwargs) -> None:
     config, workers = config_from(kwargs)
     started = time.monotonic()
     with Probe() as probe, open_pool(config, workers) as pool:
-        outcomes = run_selftest(pool, probe)
+        outcomes = run_selftest(pool, probe, cases)
     if as_json:
         for outcome in outcomes:
             click.echo(json.dumps(outcome.__dict__))

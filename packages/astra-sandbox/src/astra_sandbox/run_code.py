@@ -99,6 +99,10 @@ def run_code(request: dict, *, config: SandboxConfig | None = None, pool=None) -
     if pool is not None:
         return pool.run_code(request)
     config = config or SandboxConfig()
+    try:
+        check_request(request)
+    except BadRequest as exc:  # answered without starting a jail
+        return sandbox_error(str(exc), request if isinstance(request, dict) else None)
     warn_if_unsafe(config)
     worker = Worker(config)
     try:

@@ -275,9 +275,10 @@ except OSError as exc:
     print("FORK LIMIT after", children, "children:", exc.strerror)
 """, _check_fork_bomb),
     Hostile("memory-bomb", "allocate until the host runs out of memory", """
-hoard = []
-while True:
-    hoard.append(bytearray(64 * 1024 * 1024))
+hoard, size = [], 32 << 20
+while True:  # doubling, like a runaway list: 32 MB, 64 MB, 128 MB, ... 64 GB
+    hoard.append(bytearray(size))
+    size *= 2
 """, _check_status("MemoryLimitExceeded")),
     Hostile("infinite-loop", "never return", """
 while True:

@@ -576,7 +576,11 @@ class Zygote:
         except TimeoutError:
             self.end_episode()
             return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
-        except (OSError, ValueError):
+        except ValueError as exc:  # the code wrote garbage on its reply channel
+            self.end_episode()
+            return {**failure("exception", f"the environment broke its reply channel ({exc}); it was stopped"),
+                    "dead": True}
+        except OSError:
             reply = None
         if reply is not None:
             return reply
