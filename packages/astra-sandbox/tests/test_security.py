@@ -7,7 +7,7 @@ import os
 
 import pytest
 from astra_sandbox import SessionPool
-from astra_sandbox.selftest import CASES, SECRET_ENV, Probe, run_case, sandbox_processes
+from astra_sandbox.selftest import CASES, SECRET_ENV, Probe, leftover_processes, run_case, settled_snapshot
 
 pytestmark = pytest.mark.nsjail
 
@@ -22,7 +22,7 @@ def probe():
 def hostile_pool(config, probe):
     """Started while the fake secret is in the host's environment."""
     assert os.environ[SECRET_ENV] == probe.secret
-    with SessionPool(size=2, config=config) as pool:
+    with SessionPool(size=1, config=config) as pool:  # one worker: leftovers are told apart by namespace
         yield pool
 
 
@@ -114,10 +114,11 @@ def test_tool_code_cannot_reach_the_host(hostile_pool, probe, security_tally):
 
 
 def test_tool_fork_bomb_is_bounded_and_cleaned_up(hostile_pool, config, probe, security_tally):
+    before = settled_snapshot(hostile_pool, config.uid)
     with hostile_pool.session(attack_code(probe)) as session:
         children = int(session.call("fork_until_refused").output)
         still_serving = session.call("probe").ok
-    leftovers = sandbox_processes(hostile_pool, config.uid)
+    leftovers = leftover_processes(hostile_pool, config.uid, before)
     contained = children < config.max_processes and still_serving and leftovers == []
     security_tally("session-fork-bomb", contained)
     assert contained, (children, leftovers)

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 from astra_sandbox import SandboxError, SessionPool
-from astra_sandbox.selftest import sandbox_processes
+from astra_sandbox.selftest import leftover_processes, settled_snapshot
 
 pytestmark = pytest.mark.nsjail
 
@@ -159,7 +159,7 @@ def test_state_persists_within_an_episode_and_is_gone_in_the_next(pool):
 
 
 TRACES = r'''
-import os, subprocess, sys
+import os, subprocess, sys, time
 COUNTER = 0
 
 def bump():
@@ -180,6 +180,10 @@ def leave_traces():
         subprocess.Popen(["/bin/sleep", "301"])
         os._exit(0)
     os.waitpid(child, 0)
+    for _ in range(50):  # a just-exec'd child shows up in /proc a moment later
+        if len([p for p in os.listdir("/proc") if p.isdigit()]) >= 3:
+            break
+        time.sleep(0.01)
     return "left"
 
 def look():
@@ -201,6 +205,7 @@ def one_worker(config):
 
 
 def test_nothing_is_shared_across_episodes(one_worker, config):
+    before = settled_snapshot(one_worker, config.uid)
     with one_worker.session(TRACES) as first:
         assert first.call("modules_before_import").output == "false"
         assert [first.call("bump").output for _ in range(2)] == ["1", "2"]
@@ -209,7 +214,7 @@ def test_nothing_is_shared_across_episodes(one_worker, config):
         assert seen["tmp"] == ["trace"] and seen["env"] == "1" and seen["fractions_marked"]
         assert seen["pids"] >= 3  # the tool process and its two sleeping children
     # the episode's whole process tree is gone, on the host too
-    assert sandbox_processes(one_worker, config.uid) == []
+    assert leftover_processes(one_worker, config.uid, before) == []
     with one_worker.session(TRACES) as second:
         assert second.call("modules_before_import").output == "false"
         assert second.call("bump").output == "1"

@@ -21,7 +21,6 @@ def sandbox_options(f: Callable) -> Callable:
     """Limit flags shared by every command that runs code; they build a SandboxConfig."""
     defaults = SandboxConfig()
     options = [
-        click.option("--workers", type=int, default=2, show_default=True, help="Warm jailed workers."),
         click.option("--wall-time", "wall_time_s", type=float, default=defaults.wall_time_s, show_default=True,
                      help="Seconds of wall time per program (requests may lower it)."),
         click.option("--cpu-time", "cpu_time_s", type=int, default=defaults.cpu_time_s, show_default=True,
@@ -42,16 +41,17 @@ def sandbox_options(f: Callable) -> Callable:
     return f
 
 
-def config_from(kwargs: dict) -> tuple[SandboxConfig, int]:
+workers_option = click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+                              help="Warm jailed workers (programs run in parallel).")
+
+
+def config_from(kwargs: dict) -> SandboxConfig:
     names = ("wall_time_s", "cpu_time_s", "memory_mb", "call_timeout_s", "max_processes", "tmpfs_mb",
              "max_output_kb")
     values = {name: kwargs.pop(name) for name in names}
     jail = not kwargs.pop("unsafe_no_jail")
-    workers = kwargs.pop("workers")
-    if workers < 1:
-        raise click.BadParameter("--workers must be >= 1")
     try:
-        return SandboxConfig(jail=jail, **values), workers
+        return SandboxConfig(jail=jail, **values)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -73,15 +73,16 @@ def main() -> None:
 
 @main.command()
 @stage_options
+@workers_option
 @sandbox_options
 @report_errors
-def run(**kwargs) -> None:
+def run(workers: int, **kwargs) -> None:
     """Run code requests: JSONL {"code", "language", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "id"?}
     in, SandboxFusion run_code results out, in input order (ids passed through)."""
     from astra_sandbox.run_code import BadRequest, check_request
 
     options = stage_options_from(kwargs)
-    config, workers = config_from(kwargs)
+    config = config_from(kwargs)
     statuses: Counter = Counter()
     with open_pool(config, workers) as pool:
 
@@ -104,12 +105,13 @@ def run(**kwargs) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+@workers_option
 @sandbox_options
-def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
+def serve(host: str, port: int, port_file: str | None, workers: int, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
     from astra_sandbox.server import make_server
 
-    config, workers = config_from(kwargs)
+    config = config_from(kwargs)
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"astra-sandbox serve: listening on {host}: anyone who can reach it can run code here", err=True)
     with open_pool(config, workers) as pool:
@@ -138,7 +140,7 @@ def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:
     """Replay tool calls against an environment (an `environment` record file, or a .py file).
 
     Writes one JSON line per call: the ToolResult with its episode and call number."""
-    config, _ = config_from(kwargs)
+    config = config_from(kwargs)
     code, requirements = _load_environment(environment)
     handle = sys.stdin if calls_path == "-" else open(calls_path)  # noqa: SIM115
     with handle:
@@ -194,9 +196,10 @@ def selftest(as_json: bool, only: tuple[str, ...], **kwargs) -> None:
     for name, value in quick.items():
         if ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
             kwargs[name] = value
-    config, workers = config_from(kwargs)
+    config = config_from(kwargs)
     started = time.monotonic()
-    with Probe() as probe, open_pool(config, workers) as pool:
+    # one worker: the snippets run one at a time, and leftovers are told apart by namespace
+    with Probe() as probe, open_pool(config, 1) as pool:
         outcomes = run_selftest(pool, probe, cases)
     if as_json:
         for outcome in outcomes:
@@ -215,7 +218,7 @@ def check(**kwargs) -> None:
     from astra_sandbox.jail import find_nsjail
     from astra_sandbox.worker import Worker
 
-    config, _ = config_from(kwargs)
+    config = config_from(kwargs)
     started = time.monotonic()
     try:
         worker = Worker(config).start()

@@ -12,6 +12,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -71,31 +72,65 @@ class Probe:
                 .replace("SECRET_ENV", SECRET_ENV))
 
 
-def sandbox_processes(pool: SessionPool, uid: int) -> list[int]:
-    """Processes running as the sandbox uid under the pool's workers (left-overs of finished work)."""
+def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
+    """The pool's sandboxed processes (running as `uid` under its workers), by pid namespace: one
+    namespace per episode, including each worker's blank pre-forked one (a single idle process)."""
     parents: dict[int, int] = {}
-    owners: dict[int, int] = {}
+    owned: list[int] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            owners[int(entry)] = os.stat(f"/proc/{entry}").st_uid
+                parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                owned.append(int(entry))
         except (OSError, IndexError):
             continue
-        parents[int(entry)] = int(fields[1])
     roots = set(pool.worker_pids())
 
     def under_pool(pid: int) -> bool:
-        seen = 0
-        while pid > 1 and seen < 64:
+        for _ in range(64):
             if pid in roots:
                 return True
-            pid, seen = parents.get(pid, 0), seen + 1
+            if pid <= 1:
+                return False
+            pid = parents.get(pid, 0)
         return False
 
-    return [pid for pid, owner in owners.items() if owner == uid and under_pool(pid)]
+    namespaces: dict[str, list[int]] = {}
+    for pid in owned:
+        if under_pool(pid):
+            try:
+                namespaces.setdefault(os.readlink(f"/proc/{pid}/ns/pid"), []).append(pid)
+            except OSError:
+                continue
+    return namespaces
+
+
+def leftover_processes(pool: SessionPool, uid: int, before: dict[str, list[int]], wait_s: float = 3.0) -> list[int]:
+    """Processes that outlived their episode, on a pool of one worker: anything in a namespace that
+    existed `before` (that episode was used and is over), or more than the one idle process of a
+    blank episode. Closed episodes exit within milliseconds; this waits up to `wait_s` for them."""
+    if pool.size != 1:
+        raise ValueError("leftover_processes needs a pool of one worker (it tells episodes apart by namespace)")
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = episode_processes(pool, uid)
+        extra = [pid for namespace, pids in now.items() if namespace in before or len(pids) > 1 for pid in pids]
+        if not extra or time.monotonic() >= deadline:
+            return extra
+        time.sleep(0.05)
+
+
+def settled_snapshot(pool: SessionPool, uid: int, wait_s: float = 2.0) -> dict[str, list[int]]:
+    """The pool's episode processes once every worker has its blank episode ready."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        snapshot = episode_processes(pool, uid)
+        if len(snapshot) >= pool.workers_alive or time.monotonic() >= deadline:
+            return snapshot
+        time.sleep(0.02)
 
 
 @dataclass(frozen=True)
@@ -393,9 +428,11 @@ class Outcome:
 
 
 def run_case(case: Hostile, pool: SessionPool, probe: Probe) -> Outcome:
+    """Run one hostile program on `pool` (one worker) and judge it with evidence from both sides."""
+    before = settled_snapshot(pool, pool.config.uid)
     result = pool.run_code({"code": probe.fill(case.code), "language": "python"})
     contained, evidence = case.check(result, probe)
-    leftovers = sandbox_processes(pool, pool.config.uid)
+    leftovers = leftover_processes(pool, pool.config.uid, before)
     alive = pool.run_code({"code": "print('ok')"}).get("status") == "Success"
     if leftovers:
         contained, evidence = False, f"{evidence}; {len(leftovers)} sandbox processes left behind"

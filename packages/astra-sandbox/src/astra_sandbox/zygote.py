@@ -52,6 +52,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 
 REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the zygote
+MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
+QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
 
 
 # -- framing (shared with the host) -----------------------------------------------------------
@@ -341,71 +343,138 @@ class Mounts:
 
 
 class Episode:
-    """The host-side (zygote-side) handle on one forked process tree."""
+    """The zygote's handle on one forked process tree (pid = its init, in the zygote's namespace)."""
 
-    def __init__(self, pid: int, requests: int | None, replies: int, status: int, workdir: str | None,
-                 outputs: tuple[int, int] | None, limits: dict):
-        self.pid, self.requests, self.replies, self.status_fd = pid, requests, replies, status
-        self.workdir, self.outputs, self.limits = workdir, outputs, limits
+    def __init__(self, pid: int, fds: dict, workdir: str | None, limits: dict, site: list):
+        self.pid, self.workdir, self.limits, self.site = pid, workdir, limits, site
+        self.requests: int | None = fds["request"]
+        self.replies, self.status_fd = fds["reply"], fds["status"]
+        self.outputs: tuple[int, int] | None = (fds["out"], fds["err"])
         self.pidfd = os.pidfd_open(pid)
-        self.ended = False
         self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
 
+    def exited(self) -> bool:
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def close_outputs(self) -> None:
+        for fd in self.outputs or ():
+            os.close(fd)
+        self.outputs = None
+
     def fds(self) -> list[int]:
-        fds = [self.replies, self.status_fd, self.pidfd] + list(self.outputs or ())
-        return fds + ([self.requests] if self.requests is not None else [])
+        return [fd for fd in (self.requests, self.replies, self.status_fd, self.pidfd, *(self.outputs or ()))
+                if fd is not None]
 
 
 class Zygote:
+    """Serves the host. Keeps one blank episode pre-forked (isolated, privileges dropped, waiting
+    for its code) so that opening an episode costs a message, and finishes closed episodes after
+    replying, so the host never waits for a namespace to be torn down."""
+
     def __init__(self, jailed: bool):
         self.jailed = jailed
-        self.episode: Episode | None = None
         self.mounts = Mounts() if jailed else None
         self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if jailed else None
+        self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
+        self.episode: Episode | None = None  # the running environment or program
+        self.spare: Episode | None = None
+        self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
 
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
         write_frame(1, {"ready": True, "jailed": self.jailed, "python": sys.version.split()[0]})
         while True:
+            self.work_while_idle()
             message = read_frame(0)
             if message is None:
                 break
             try:
                 reply = self.handle(message)
             except Exception as exc:  # noqa: BLE001 - report, keep serving
-                self.end_episode()
-                reply = failure("sandbox_error", f"supervisor: {type(exc).__name__}: {exc}")
-                reply["dead"] = True
+                if self.episode is not None:
+                    self.finish(self.episode)
+                    self.episode = None
+                reply = {**failure("sandbox_error", f"supervisor: {type(exc).__name__}: {exc}"), "dead": True}
             write_frame(1, reply)
-        self.end_episode()
+        for episode in [self.episode, self.spare, *self.ending]:
+            if episode is not None:
+                self.finish(episode)
 
     def handle(self, message: dict) -> dict:
         op = message.get("op")
         if op == "ping":
             return {"ok": True}
+        if op == "configure":
+            self.base_limits = message["limits"]
+            return {"ok": True}
         if op == "open":
-            self.end_episode()
-            self.episode = self.spawn(message, program=False)
-            return self.exchange(None, message["limits"]["call_timeout_s"])
+            self.retire()
+            episode = self.episode = self.take(message)
+            episode.close_outputs()  # an environment's prints are captured per call instead
+            job = {"mode": "environment", "code": message["code"], "limits": message["limits"]}
+            return self.exchange(job, message["limits"]["call_timeout_s"])
         if op in ("call", "state"):
             return self.exchange(message, self.episode.limits["call_timeout_s"] if self.episode else 0)
         if op == "close":
-            self.end_episode()
+            self.retire()
             return {"ok": True}
         if op == "run":
+            self.retire()
             return self.run(message)
         return failure("sandbox_error", f"unknown op {op!r}")
 
+    def work_while_idle(self) -> None:
+        """Until the host sends something: prepare the next blank episode, reap closed ones (which
+        exit on their own within milliseconds; stragglers are killed after a second)."""
+        while len(self.ending) > MAX_ENDING:  # never let them pile up, even under a flood of requests
+            self.finish(self.ending.pop(0), settle_s=0.5)
+        while True:
+            host_waiting = bool(select.select([0], [], [], QUIET_S)[0])
+            if host_waiting:
+                return
+            if self.spare is None and self.base_limits is not None:
+                self.spare = self.spawn(self.base_limits, [], {})
+                continue
+            if not self.ending:
+                return
+            pidfds = {episode.pidfd: episode for episode in self.ending}
+            ready = select.select([0, *pidfds], [], [], 1.0)[0]
+            if not ready:  # a second without the code exiting: kill it
+                ready = list(pidfds)
+            for fd in ready:
+                if fd in pidfds:
+                    self.ending.remove(pidfds[fd])
+                    self.finish(pidfds[fd])
+
     # -- episodes ------------------------------------------------------------------------------
-    def spawn(self, message: dict, *, program: bool) -> Episode:
-        limits = message["limits"]
-        request_r, request_w = os.pipe()
-        reply_r, reply_w = os.pipe()
-        status_r, status_w = os.pipe()
-        out_r, out_w = os.pipe() if program else (None, None)
-        err_r, err_w = os.pipe() if program else (None, None)
+    def take(self, message: dict) -> Episode:
+        """The spare episode if it fits (no requirements to bind), else a freshly forked one."""
+        self.base_limits = self.base_limits or message["limits"]
+        spare, self.spare = self.spare, None
+        if spare is not None and not message.get("site") and not spare.exited():
+            return spare
+        if spare is not None:
+            self.ending.append(spare)
+        return self.spawn(self.base_limits, message.get("site", []), message)
+
+    def retire(self) -> None:
+        """End the running episode: an idle environment exits on the end of its requests, so its
+        namespace goes down cheaply (killing an init whose children live costs ~100 ms more)."""
+        episode, self.episode = self.episode, None
+        if episode is None:
+            return
+        if episode.requests is not None:
+            os.close(episode.requests)
+            episode.requests = None
+        self.ending.append(episode)
+
+    def spawn(self, limits: dict, site: list, message: dict) -> Episode:
+        """Fork a blank episode: isolated, requirements bound, waiting for its job on fd 3."""
+        pipes = {name: os.pipe() for name in ("request", "reply", "status", "out", "err")}
+        # the code's ends: read requests, write the rest
+        child_fds = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
+        own_fds = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
         workdir = None if self.jailed else tempfile.mkdtemp(prefix="astra-episode-")
-        child_fds = {"request": request_r, "reply": reply_w, "status": status_w, "out": out_w, "err": err_w}
         if self.jailed:
             os.unshare(os.CLONE_NEWPID)  # the next child is pid 1 of a new pid namespace
         try:
@@ -415,30 +484,28 @@ class Zygote:
             raise
         if pid == 0:
             try:
-                self.init(message, child_fds, workdir, program)
+                self.init(limits, site, message.get("site_dirs", []), child_fds, workdir)
             finally:
                 os._exit(70)
         self._restore_pid_namespace()
-        for fd in (request_r, reply_w, status_w, out_w, err_w):
-            if fd is not None:
-                os.close(fd)
-        os.set_blocking(request_w, False)
-        outputs = (out_r, err_r) if program else None
-        return Episode(pid, None if program else request_w, reply_r, status_r, workdir, outputs, limits)
+        for fd in child_fds.values():
+            os.close(fd)
+        os.set_blocking(own_fds["request"], False)
+        return Episode(pid, own_fds, workdir, limits, site)
 
     def _restore_pid_namespace(self) -> None:
         if self.jailed:  # later children of the zygote itself stay in the zygote's namespace
             os.setns(self.pid_namespace, os.CLONE_NEWPID)
 
-    def init(self, message: dict, fds: dict, workdir: str | None, program: bool) -> None:
+    def init(self, limits: dict, site: list, site_dirs: list, fds: dict, workdir: str | None) -> None:
         """The episode's init: isolate, fork the code process, reap, report its status."""
-        limits = message["limits"]
+        _keep_only(fds.values())  # the zygote's ends and the host channel stay with the zygote
         try:
             if self.jailed:
-                self.isolate(limits, message.get("site", []))
+                self.isolate(limits, site)
             else:
                 os.setsid()
-                link_requirements(message, workdir)
+                link_requirements(site, site_dirs, workdir)
         except Exception as exc:  # noqa: BLE001 - tell the zygote why the episode cannot start
             with contextlib.suppress(OSError):
                 write_frame(fds["reply"], failure("sandbox_error", f"episode setup failed: {exc}"))
@@ -446,11 +513,11 @@ class Zygote:
         code_pid = os.fork()
         if code_pid == 0:
             try:
-                self.become_code(message, fds, workdir, program)
+                self.become_code(limits, bool(site), fds, workdir)
             finally:
                 os._exit(1)
-        for fd in fds.values():
-            if fd is not None and fd != fds["status"]:
+        for name, fd in fds.items():
+            if name != "status":
                 os.close(fd)
         while True:
             try:
@@ -486,12 +553,10 @@ class Zygote:
         # Hide the host's packages: only the declared requirements stay reachable.
         mounts.mount("tmpfs", SITE_ROOT, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
 
-    def become_code(self, message: dict, fds: dict, workdir: str | None, program: bool) -> None:
-        """Drop to the sandbox user with rlimits and clean fds, then run the untrusted code."""
-        limits = message["limits"]
+    def become_code(self, limits: dict, with_requirements: bool, fds: dict, workdir: str | None) -> None:
+        """Drop to the sandbox user with rlimits and clean fds, wait for the job, run the untrusted code."""
         null = os.open(os.devnull, os.O_RDWR)
-        _move_fds({0: null, 1: fds["out"] if program else null, 2: fds["err"] if program else null,
-                   REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        _move_fds({0: null, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
         workdir = workdir or "/tmp"
         os.chdir(workdir)
         os.environ.clear()
@@ -502,31 +567,24 @@ class Zygote:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)  # from uid 0: all capabilities are dropped
-        if message.get("site"):
+        if with_requirements:
             sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
-        mb = 1 << 20
-        for name, soft, hard in (
-            ("RLIMIT_CORE", 0, 0),
-            ("RLIMIT_NPROC", limits["max_processes"], limits["max_processes"]),
-            ("RLIMIT_NOFILE", limits["max_open_files"], limits["max_open_files"]),
-            ("RLIMIT_FSIZE", limits["max_file_size_mb"] * mb, limits["max_file_size_mb"] * mb),
-            ("RLIMIT_CPU", limits["cpu_time_s"], limits["cpu_time_s"] + 1),
-            ("RLIMIT_AS", limits["memory_mb"] * mb, limits["memory_mb"] * mb),
-        ):
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        if program:
-            os._exit(run_program(message["code"], message.get("stdin", "").encode(), workdir))
-        serve_environment(message["code"], limits)
+        apply_limits(limits)
+        job = read_frame(REQUEST_FD)
+        if job is None:  # closed before it was used
+            os._exit(0)
+        apply_limits(job["limits"])  # a request may lower the limits
+        if job["mode"] == "run":
+            os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
+        os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
+        os.dup2(0, 2)
+        serve_environment(job["code"], job["limits"])
         os._exit(0)
 
-    def end_episode(self, settle_s: float = 0.0) -> str:
-        """Stop the current episode (killing its whole process tree); describe how its code ended.
+    def finish(self, episode: Episode, settle_s: float = 0.0) -> str:
+        """Make sure the episode's whole process tree is gone; describe how its code ended.
 
-        `settle_s`: when the code is known to have ended, let init report its status first."""
-        episode, self.episode = self.episode, None
-        if episode is None or episode.ended:
-            return "not running"
-        episode.ended = True
+        `settle_s`: time the code gets to end on its own (and init to report) before the kill."""
         if settle_s:
             select.select([episode.pidfd], [], [], settle_s)
         with contextlib.suppress(ProcessLookupError):
@@ -540,6 +598,7 @@ class Zygote:
         for fd in episode.fds():
             with contextlib.suppress(OSError):
                 os.close(fd)
+        episode.requests, episode.outputs = None, None
         if episode.workdir:
             shutil.rmtree(episode.workdir, ignore_errors=True)
         if episode.exit is None:
@@ -555,49 +614,57 @@ class Zygote:
             return None
         return json.loads(data) if data else None
 
-    def _out_of_cpu(self, episode: Episode) -> bool:
+    @staticmethod
+    def _out_of_cpu(episode: Episode, limits: dict) -> bool:
         exit_info = episode.exit
         if exit_info is None:
             return False
         status = exit_info["status"]
         return (os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
-                and exit_info["cpu"] >= episode.limits["cpu_time_s"] - 0.05)
+                and exit_info["cpu"] >= limits["cpu_time_s"] - 0.05)
 
-    def exchange(self, message: dict | None, timeout: float) -> dict:
-        """Send a request to the episode's code (or just await its load reply) within `timeout`."""
+    def _drop(self) -> Episode:
+        episode, self.episode = self.episode, None
+        return episode
+
+    def exchange(self, message: dict, timeout: float) -> dict:
+        """Send a request (or the job) to the episode's code and await its reply within `timeout`."""
         episode = self.episode
-        if episode is None:
+        if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
         deadline = time.monotonic() + timeout
         try:
-            if message is not None:
-                write_frame(episode.requests, message, deadline)
+            write_frame(episode.requests, message, deadline)
             reply = read_frame(episode.replies, deadline)
         except TimeoutError:
-            self.end_episode()
+            self.finish(self._drop())
             return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
         except ValueError as exc:  # the code wrote garbage on its reply channel
-            self.end_episode()
+            self.finish(self._drop())
             return {**failure("exception", f"the environment broke its reply channel ({exc}); it was stopped"),
                     "dead": True}
         except OSError:
             reply = None
         if reply is not None:
             return reply
-        how = self.end_episode(settle_s=1.0)
-        if self._out_of_cpu(episode):
+        how = self.finish(self._drop(), settle_s=1.0)
+        if self._out_of_cpu(episode, episode.limits):
             error = f"CPU time limit of {episode.limits['cpu_time_s']}s exceeded; the environment was stopped"
             return {**failure("timeout", error), "dead": True}
         return {**failure("exception", f"the environment process died ({how})"), "dead": True}
 
     # -- programs ------------------------------------------------------------------------------
     def run(self, message: dict) -> dict:
-        self.end_episode()
         limits = message["limits"]
         limit = limits["max_output_bytes"]
         started = time.monotonic()
-        episode = self.episode = self.spawn(message, program=True)
+        episode = self.take(message)
         deadline = started + limits["wall_time_s"]
+        job = {"mode": "run", "code": message["code"], "stdin": message.get("stdin", ""), "limits": limits}
+        try:
+            write_frame(episode.requests, job, deadline)
+        except (TimeoutError, OSError):
+            pass  # the program never started: reported as an Error below
         streams = {fd: bytearray() for fd in episode.outputs}
         dropped = dict.fromkeys(episode.outputs, 0)
         open_fds, exited, timed_out = set(episode.outputs), False, False
@@ -626,8 +693,8 @@ class Zygote:
                 dropped[fd] += max(len(chunk) - max(room, 0), 0)
         elapsed = time.monotonic() - started
         note = self._read_note(episode.replies)
-        self.end_episode()
         out_fd, err_fd = episode.outputs
+        self.finish(episode)
         result = {
             "stdout": _decode(streams[out_fd], dropped[out_fd]),
             "stderr": _decode(streams[err_fd], dropped[err_fd]),
@@ -641,8 +708,8 @@ class Zygote:
         elif exit_info is None:
             result["status"] = "Error"
             result["stderr"] += "\n[sandbox] " + note.get("error", "the program's supervisor exited without a status")
-        elif self._out_of_cpu(episode) or (os.WIFSIGNALED(exit_info["status"])
-                                           and os.WTERMSIG(exit_info["status"]) == signal.SIGXCPU):
+        elif self._out_of_cpu(episode, limits) or (os.WIFSIGNALED(exit_info["status"])
+                                                   and os.WTERMSIG(exit_info["status"]) == signal.SIGXCPU):
             result["status"] = "TimeLimitExceeded"
         else:
             status = exit_info["status"]
@@ -659,6 +726,37 @@ class Zygote:
             return {}
 
 
+def apply_limits(limits: dict) -> None:
+    """Set the code process's rlimits; never above the current hard limits (a job may only lower them)."""
+    mb = 1 << 20
+    for name, soft, hard in (
+        ("RLIMIT_CORE", 0, 0),
+        ("RLIMIT_NPROC", limits["max_processes"], limits["max_processes"]),
+        ("RLIMIT_NOFILE", limits["max_open_files"], limits["max_open_files"]),
+        ("RLIMIT_FSIZE", limits["max_file_size_mb"] * mb, limits["max_file_size_mb"] * mb),
+        ("RLIMIT_CPU", limits["cpu_time_s"], limits["cpu_time_s"] + 1),
+        ("RLIMIT_AS", limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+    ):
+        kind = getattr(resource, name)
+        _, current_hard = resource.getrlimit(kind)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+        resource.setrlimit(kind, (min(soft, hard), hard))
+
+
+def _keep_only(keep) -> None:
+    """Close every inherited fd but `keep` (stdin/stdout, the host channel, become /dev/null)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    start = 3
+    for fd in sorted(set(keep)):
+        if fd >= start:
+            os.closerange(start, fd)
+            start = fd + 1
+    os.closerange(start, 1 << 20)
+
+
 def _move_fds(targets: dict[int, int]) -> None:
     """Place each source fd at its target number (sources may sit on targets), close all others."""
     high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 64) for target, source in targets.items()}
@@ -667,14 +765,14 @@ def _move_fds(targets: dict[int, int]) -> None:
     os.closerange(max(targets) + 1, 1 << 20)
 
 
-def link_requirements(message: dict, workdir: str) -> None:
+def link_requirements(site: list, site_dirs: list, workdir: str) -> None:
     """Unsafe mode: symlink the declared requirements into the episode's directory."""
-    if not message.get("site"):
+    if not site:
         return
     target = os.path.join(workdir, UNSAFE_REQ_DIR)
     os.mkdir(target)
-    for index, entry in message["site"]:
-        os.symlink(os.path.join(message["site_dirs"][index], entry), os.path.join(target, entry))
+    for index, entry in site:
+        os.symlink(os.path.join(site_dirs[index], entry), os.path.join(target, entry))
 
 
 def _decode(data: bytearray, dropped: int) -> str:
