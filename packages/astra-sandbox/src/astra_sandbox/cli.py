@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import json
 import sys
 import time
@@ -15,6 +16,8 @@ from astra_core.stage import Rejected, Stage
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable
+
+SAMPLE_ENVIRONMENT = importlib.resources.files("astra_sandbox") / "data" / "shop_environment.jsonl"
 
 
 def sandbox_options(f: Callable) -> Callable:
@@ -130,18 +133,17 @@ def serve(host: str, port: int, port_file: str | None, workers: int, **kwargs) -
 
 
 @main.command()
-@click.argument("environment", type=click.Path(exists=True, dir_okay=False))
+@click.argument("environment", type=click.Path(exists=True, dir_okay=False), required=False)
 @click.option("--calls", "calls_path", type=click.Path(allow_dash=True, dir_okay=False), default="-",
               show_default="stdin", help='JSONL of {"name", "arguments"} tool calls, or {"state": true}.')
 @click.option("--episodes", type=int, default=1, show_default=True,
               help="Replay the calls in this many fresh episodes, one after the other.")
 @sandbox_options
 def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:
-    """Replay tool calls against an environment (an `environment` record file, or a .py file).
-
-    Writes one JSON line per call: the ToolResult with its episode and call number."""
+    """Replay tool calls against an environment (an `environment` record file, or a .py file; default:
+    the bundled sample shop). Writes one JSON line per call: the ToolResult with its episode and call number."""
     config = config_from(kwargs)
-    code, requirements = _load_environment(environment)
+    code, requirements = _load_environment(environment or str(SAMPLE_ENVIRONMENT))
     handle = sys.stdin if calls_path == "-" else open(calls_path)  # noqa: SIM115
     with handle:
         calls = [json.loads(line) for line in handle if line.strip()]
