@@ -28,7 +28,9 @@ from astra_sandbox.zygote import REQ_ROOT, SITE_ROOT
 
 ZYGOTE_SOURCE = Path(__file__).with_name("zygote.py")
 ZYGOTE_IN_JAIL = "/astra/zygote.py"
-SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+# inside the jail's user namespace only: namespaces and mounts per episode, the switch to the sandbox
+# user, killing episodes, and the user.max_user_namespaces sysctl of the jail
+SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_RESOURCE")
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 JAIL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8")

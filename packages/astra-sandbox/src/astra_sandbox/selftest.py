@@ -360,7 +360,7 @@ for how, path in attempts:
         print("DENIED", path, exc.strerror)
 print("PIDS", " ".join(sorted(entry for entry in os.listdir("/proc") if entry.isdigit())))
 """, _check_proc),
-    Hostile("ctypes-privileges", "use ctypes to regain privileges (setuid 0, mount, ptrace, unshare)", """
+    Hostile("ctypes-privileges", "use ctypes to regain privileges (setuid 0, mount, ptrace, new namespaces)", """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 calls = {
@@ -368,6 +368,7 @@ calls = {
     "mount tmpfs": lambda: libc.mount(b"none", b"/usr", b"tmpfs", 0, None),
     "ptrace(ATTACH, 1)": lambda: libc.ptrace(16, 1, None, None),
     "unshare(NEWNS)": lambda: libc.unshare(0x00020000),
+    "unshare(NEWUSER)": lambda: libc.unshare(0x10000000),
     "chroot": lambda: libc.chroot(b"/tmp"),
 }
 for name, call in calls.items():

@@ -50,6 +50,7 @@ MAX_FRAME = 256 << 20
 # mount(2) flags
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
 
 REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the zygote
 MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
@@ -341,6 +342,24 @@ class Mounts:
             errno = self._ctypes.get_errno()
             raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
 
+    def unmount(self, target: str) -> None:
+        if self._libc.umount2(target.encode(), MNT_DETACH) != 0:
+            errno = self._ctypes.get_errno()
+            raise OSError(errno, f"umount {target}: {os.strerror(errno)}")
+
+    def forbid_user_namespaces(self) -> None:
+        """user.max_user_namespaces = 0 for the jail's user namespace: sandboxed code cannot create
+        nested user namespaces (and with them, capabilities over new namespaces of its own)."""
+        proc = "/tmp/.astra-proc"
+        os.mkdir(proc, 0o700)
+        self.mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        try:
+            with open(f"{proc}/sys/user/max_user_namespaces", "w") as handle:
+                handle.write("0")
+        finally:
+            self.unmount(proc)
+            os.rmdir(proc)
+
 
 class Episode:
     """The zygote's handle on one forked process tree (pid = its init, in the zygote's namespace)."""
@@ -375,6 +394,8 @@ class Zygote:
         self.jailed = jailed
         self.mounts = Mounts() if jailed else None
         self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if jailed else None
+        if jailed:
+            self.mounts.forbid_user_namespaces()
         self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
         self.episode: Episode | None = None  # the running environment or program
         self.spare: Episode | None = None
