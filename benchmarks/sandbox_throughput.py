@@ -86,15 +86,30 @@ def per_call_nsjail_config(config: SandboxConfig) -> str:
 
 def subprocess_call(argv: list[str]) -> Callable[[], None]:
     def call() -> None:
-        done = subprocess.run(argv, input=REQUEST, capture_output=True, text=True, env={"LANG": "C.UTF-8"})
+        # a session of its own, like nsjail's setsid and the pool's workers: with autogroup scheduling,
+        # each session gets its own share of the CPUs, so all approaches compete alike
+        done = subprocess.run(argv, input=REQUEST, capture_output=True, text=True, env={"LANG": "C.UTF-8"},
+                              start_new_session=True)
         if done.stdout.strip() != EXPECTED:
             raise RuntimeError(f"unexpected output: {done.stdout!r} {done.stderr[-300:]!r}")
     return call
 
 
-def measure(name: str, make_worker: Callable[[], Callable[[], int]], callers: int, seconds: float) -> dict:
+class Tally:
+    def __init__(self, name: str):
+        self.name, self.calls, self.wall = name, 0, 0.0
+        self.latencies: list[float] = []
+
+    def row(self) -> dict:
+        latencies = sorted(self.latencies)
+        return {"name": self.name, "calls": self.calls, "per_s": self.calls / self.wall,
+                "p50_ms": 1000 * statistics.median(latencies),
+                "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]}
+
+
+def measure(tally: Tally, make_worker: Callable[[], Callable[[], int]], callers: int, seconds: float) -> None:
     """Run `callers` threads for `seconds`; each worker function performs some calls and returns how many."""
-    latencies: list[float] = []
+    latencies = tally.latencies
     counts = [0] * callers
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
@@ -115,11 +130,8 @@ def measure(name: str, make_worker: Callable[[], Callable[[], int]], callers: in
         thread.start()
     for thread in threads:
         thread.join()
-    wall = time.perf_counter() - started
-    latencies.sort()
-    return {"name": name, "calls": sum(counts), "per_s": sum(counts) / wall,
-            "p50_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]}
+    tally.wall += time.perf_counter() - started
+    tally.calls += sum(counts)
 
 
 def pool_worker(pool: SessionPool, calls_per_episode: int) -> Callable[[], Callable[[], int]]:
@@ -147,23 +159,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--callers", type=int, default=2, help="concurrent callers (default: 2, the cores here)")
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds per approach")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="the approaches take turns this many times, so drifting load hits all alike")
     args = parser.parse_args()
     config = SandboxConfig()
     python, _ = jail_python()
     nsjail_argv = [find_nsjail(config), "--config", per_call_nsjail_config(config), "--really_quiet"]
-    rows = [
-        measure("(a) subprocess per call", single(subprocess_call([python, "-I", "-S", "-c", ONE_CALL])),
-                args.callers, args.seconds),
-        measure("(b) nsjail per call", single(subprocess_call(nsjail_argv)), args.callers, args.seconds),
-    ]
     with SessionPool(size=args.callers, config=config) as pool:
-        rows.append(measure("(c) warm pool, 8 calls/episode", pool_worker(pool, 8), args.callers, args.seconds))
-        rows.append(measure("(c1) warm pool, fresh episode per call", pool_worker(pool, 1), args.callers,
-                            args.seconds))
+        approaches = [
+            (Tally("(a) subprocess per call"), single(subprocess_call([python, "-I", "-S", "-c", ONE_CALL]))),
+            (Tally("(b) nsjail per call"), single(subprocess_call(nsjail_argv))),
+            (Tally("(c) warm pool, 8 calls/episode"), pool_worker(pool, 8)),
+            (Tally("(c1) warm pool, fresh episode per call"), pool_worker(pool, 1)),
+        ]
+        for _ in range(args.rounds):
+            for tally, make_worker in approaches:
+                measure(tally, make_worker, args.callers, args.seconds / args.rounds)
+    rows = [tally.row() for tally, _ in approaches]
     baseline, per_call_jail = rows[0]["per_s"], rows[1]["per_s"]
     load = os.getloadavg()[0]
     print(f"sandbox_throughput: {CALL[0]}(country='Norway') on the example environment; {args.callers} concurrent "
-          f"callers, {args.seconds:g}s per approach; {os.cpu_count()} CPUs, load average {load:.1f} at the end")
+          f"callers, {args.seconds:g}s per approach in {args.rounds} interleaved rounds; {os.cpu_count()} CPUs, "
+          f"load average {load:.1f} at the end")
     print(f"python {sys.version.split()[0]}, nsjail {nsjail_argv[0]}")
     print(f"{'approach':<40} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs (a)':>8}")
     for row in rows:
