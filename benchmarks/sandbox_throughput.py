@@ -30,19 +30,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from astra_core.formats_doc import example
 from astra_sandbox import SandboxConfig, SessionPool
 from astra_sandbox.jail import find_nsjail, jail_python, nsjail_config
 
-ENVIRONMENT = """
-CAPITALS = {'norway': 'Oslo'}
-POPULATION = {'oslo': '709,000'}
-
-def get_capital(country):
-    return {'capital': CAPITALS[country.lower()]}
-
-def get_population(city):
-    return {'population': POPULATION[city.lower()]}
-"""
+ENVIRONMENT = example("environment")["code"]  # astra-core's documented environment record
 CALL = ("get_capital", {"country": "Norway"})
 EXPECTED = '{"capital": "Oslo"}'
 

@@ -3,18 +3,10 @@
 import json
 
 import pytest
+from astra_core.formats_doc import example
 from astra_sandbox import SandboxConfig, SessionPool, ToolResult, open_session, run_code
 
-ENV = """
-CAPITALS = {'norway': 'Oslo'}
-POPULATION = {'oslo': '709,000'}
-
-def get_capital(country):
-    return {'capital': CAPITALS[country.lower()]}
-
-def get_population(city):
-    return {'population': POPULATION[city.lower()]}
-"""
+ENV = example("environment")["code"]  # get_capital and get_population, as in docs/formats.md
 
 pytestmark = pytest.mark.nsjail
 

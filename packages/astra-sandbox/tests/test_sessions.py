@@ -1,6 +1,7 @@
 """Environment sessions on the real jail: observations, every error kind, state, and episode isolation."""
 
 import json
+import os
 import threading
 
 import pytest
@@ -263,3 +264,49 @@ def test_unknown_requirement_is_a_load_error(pool):
     with pool.session("x = 1", requirements=["surely-not-installed-pkg"]) as session:
         assert "not installed" in session.load_error
         assert session.call("x").kind == "load_error"
+
+
+def test_a_forgotten_session_gives_its_worker_back(one_worker):
+    import gc
+
+    forgotten = one_worker.session(TRACES)
+    assert forgotten.call("bump").output == "1"
+    del forgotten
+    gc.collect()
+    with one_worker.session(TRACES, wait_s=10) as session:  # the only worker is free again
+        assert session.call("bump").output == "1"
+
+
+def _supervisor_fds(pool) -> int:
+    """Open fds of the pool's (single) in-jail supervisor: nsjail's child process."""
+    (jail_pid,) = pool.worker_pids()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == jail_pid:
+                        return len(os.listdir(f"/proc/{entry}/fd"))
+            except OSError:
+                continue
+    raise AssertionError("no supervisor under the worker")
+
+
+def test_episode_churn_leaks_nothing(one_worker, config):
+    """Many episodes, ending every way an episode can end, on one worker, back to back."""
+    jail_before = one_worker.worker_pids()
+    before = settled_snapshot(one_worker, config.uid)
+    fds_before = _supervisor_fds(one_worker)
+    for round_number in range(12):
+        with one_worker.session(TOOLS) as session:  # closed normally
+            assert session.call("add_stock", {"item": "x"}).ok
+        with one_worker.session(TOOLS) as session:  # crashed
+            assert session.call("die").kind == "exception"
+        with one_worker.session("import sys\nsys.exit(1)") as session:  # failed to load
+            assert session.load_error
+        assert one_worker.run_code({"code": "import os\nos.fork()\nprint('x')"})["status"] == "Success"
+        if round_number % 4 == 0:
+            with one_worker.session(TOOLS) as session:  # timed out
+                assert session.call("spin").kind == "timeout"
+    assert one_worker.worker_pids() == jail_before  # the worker was never lost
+    assert leftover_processes(one_worker, config.uid, before) == []
+    assert _supervisor_fds(one_worker) <= fds_before + 10  # (a spare or a closing episode may hold a few)

