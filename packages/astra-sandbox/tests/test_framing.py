@@ -6,7 +6,8 @@ import threading
 import time
 
 import pytest
-from astra_sandbox.zygote import read_frame, to_jsonable, write_frame
+from astra_sandbox.inside.environment import to_jsonable
+from astra_sandbox.inside.framing import read_frame, write_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -7,8 +7,9 @@ no stdin), which cannot host a warm worker.
 
 Jail layout (read-only unless noted): /usr /lib* /bin /sbin, the host Python's prefix, /dev/null,
 zero, random, urandom, a fresh /proc, a small tmpfs /tmp (each episode mounts its own), the
-supervisor at /astra/zygote.py, and the host's site-packages under /astra/site (visible only to
-the supervisor, which binds an episode's declared requirements and hides the rest).
+in-jail package (`astra_sandbox.inside`) at /astra/inside, and the host's site-packages under
+/astra/site (visible only to the supervisor, which binds an episode's declared requirements and
+hides the rest).
 No network (a new net namespace with only `lo`), no host environment variables.
 """
 
@@ -25,10 +26,17 @@ from pathlib import Path
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable
-from astra_sandbox.zygote import REQ_ROOT, SITE_ROOT
+from astra_sandbox.inside.zygote import REQ_ROOT, SITE_ROOT
 
-ZYGOTE_SOURCE = Path(__file__).with_name("zygote.py")
-ZYGOTE_IN_JAIL = "/astra/zygote.py"
+INSIDE_SOURCE = Path(__file__).with_name("inside")  # the in-jail package, mounted read-only
+INSIDE_PARENT_IN_JAIL = "/astra"
+
+
+def supervisor_argv(python: str, package_parent: str) -> list[str]:
+    """Start the supervisor; -I leaves the script's directory off sys.path, so put the package's parent there."""
+    start = (f"import sys; sys.path.insert(0, {package_parent!r}); "
+             "from inside.zygote import main; main(sys.argv[1:])")
+    return [python, "-I", "-S", "-c", start]
 # inside the jail's user namespace only: namespaces and mounts per episode, the switch to the sandbox
 # user, killing episodes, and the user.max_user_namespaces sysctl of the jail
 SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_RESOURCE")
@@ -99,7 +107,7 @@ def _mount_plan(python_prefix: str, site_dirs: tuple[str, ...]) -> list:
     mounts += [
         MountPt(dst="/proc", fstype="proc"),
         MountPt(dst="/tmp", fstype="tmpfs", rw=True, is_dir=True, options="size=1m"),
-        MountPt(src=str(ZYGOTE_SOURCE), dst=ZYGOTE_IN_JAIL, is_bind=True, is_dir=False),
+        MountPt(src=str(INSIDE_SOURCE), dst=f"{INSIDE_PARENT_IN_JAIL}/inside", is_bind=True),
         MountPt(dst=REQ_ROOT, fstype="tmpfs", is_dir=True, options="size=4k"),
     ]
     mounts += [MountPt(src=path, dst=f"{SITE_ROOT}/{index}", is_bind=True) for index, path in enumerate(site_dirs)]
@@ -119,7 +127,7 @@ def nsjail_config(config: SandboxConfig, site_dirs: tuple[str, ...]):
         # Worker-wide ceilings; each episode's code process lowers them to its own limits.
         rlimit_as=config.memory_mb + 64, rlimit_cpu=10**9, rlimit_fsize=config.max_file_size_mb,
         rlimit_nofile=max(256, config.max_open_files), rlimit_nproc=4096,
-        exec_bin=Exe(path=python, arg=["-I", "-S", ZYGOTE_IN_JAIL]),
+        exec_bin=Exe(path=python, arg=supervisor_argv(python, INSIDE_PARENT_IN_JAIL)[1:]),
     )
 
 
@@ -139,7 +147,7 @@ def launch_command(config: SandboxConfig) -> tuple[list[str], dict[str, str]]:
     python, _ = jail_python()
     if not config.jail:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-        return [python, "-I", "-S", str(ZYGOTE_SOURCE), "--unsafe"], env
+        return supervisor_argv(python, str(INSIDE_SOURCE.parent)) + ["--unsafe"], env
     binary = find_nsjail(config)
     if os.geteuid() != 0:
         raise SandboxUnavailable(

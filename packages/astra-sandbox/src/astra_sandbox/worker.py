@@ -10,8 +10,8 @@ import weakref
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable, WorkerLost
+from astra_sandbox.inside.framing import read_frame, write_frame
 from astra_sandbox.jail import explain_failure, launch_command
-from astra_sandbox.zygote import read_frame, write_frame
 
 STARTUP_TIMEOUT_S = 20.0
 GRACE_S = 2.0  # the supervisor enforces the limits; the host waits this much longer before giving up on it

@@ -1,18 +1,20 @@
 """The in-jail supervisor ("zygote") of one sandbox worker. Standard library only.
 
-It runs as `python -I -S zygote.py [--unsafe]` inside nsjail and talks to the host over
-stdin/stdout in length-prefixed JSON frames (`write_frame`/`read_frame`, which the host side
-imports from this module too). It never runs untrusted code itself. For every episode (an
-environment session) or program (a `run_code` request) it forks a fresh process tree:
+It runs inside nsjail as `python -I -S -c "...from inside.zygote import main..."` and talks to
+the host over stdin/stdout in length-prefixed JSON frames (`framing`). It never runs untrusted
+code itself. For every episode (an environment session) or program (a `run_code` request) it
+forks a fresh process tree:
 
-    zygote    uid 0 of the jail's user namespace; keeps CAP_SYS_ADMIN/SETUID/SETGID/KILL there
-     └ init   pid 1 of a new pid + mount namespace: mounts /proc (hidepid) and a private /tmp,
-       │      binds the declared requirements, hides the rest, reaps orphans, reports the status
-       └ code uid 65534, no capabilities, rlimits: loads the environment and serves tool calls
-              (or runs the program), talking to the zygote on fds 3 (requests) and 4 (replies)
+    zygote    uid 0 of the jail's user namespace only; keeps CAP_SYS_ADMIN, SETUID, SETGID, KILL,
+     │        SYS_RESOURCE there (namespaces and mounts per episode, the user switch, kills)
+     └ init   pid 1 of a new pid + mount + ipc + uts namespace: mounts /proc (hidepid) and a private
+       │      /tmp, binds the declared requirements, hides the rest, reaps orphans, reports the status
+       └ code uid 65534, no capabilities, rlimits: waits for its job on fd 3, then serves an
+              environment's tool calls (`environment`) or runs a program (`program`)
 
-Killing `init` ends an episode: the kernel kills every process of its pid namespace, and its
-mount namespace, with that episode's /tmp, is gone. Nothing carries over to the next episode.
+Ending an episode ends its pid namespace: every process in it dies, and its mount namespace,
+with its /tmp, is gone. Nothing carries over to the next episode. One blank episode is kept
+pre-forked, and closed episodes are reaped while the host is quiet (see `Zygote`).
 
 With `--unsafe` (development only) there are no namespaces and no user switch: episodes run as
 the invoking user with a fresh temporary directory, a new session (process group) and the
@@ -21,308 +23,35 @@ rlimits, nothing more (RLIMIT_NPROC does not bind root).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
-import inspect
-import io
 import json
 import os
 import resource
 import select
 import shutil
 import signal
-import struct
 import sys
 import tempfile
 import time
-import traceback
-import types
+
+from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment
+from .framing import read_frame, write_frame
+from .program import run_program
 
 SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
 REQ_ROOT = "/astra/req"  # per episode: exactly the declared requirements
-PROGRAM_FILE = "main.py"
 UNSAFE_REQ_DIR = ".requirements"
-
-_HEADER = struct.Struct(">I")
-MAX_FRAME = 256 << 20
 
 # mount(2) flags
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 
-REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the zygote
 MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
 QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
 
 
-# -- framing (shared with the host) -----------------------------------------------------------
-def _wait(fd: int, *, write: bool, deadline: float | None) -> None:
-    if deadline is None:
-        return
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise TimeoutError
-    ready = select.select([], [fd], [], remaining) if write else select.select([fd], [], [], remaining)
-    if not ready[1 if write else 0]:
-        raise TimeoutError
-
-
-def write_frame(fd: int, message: dict, deadline: float | None = None) -> None:
-    """Send one JSON message. With a deadline, `fd` should be non-blocking."""
-    body = json.dumps(message, default=str).encode()
-    view = memoryview(_HEADER.pack(len(body)) + body)
-    while view:
-        _wait(fd, write=True, deadline=deadline)
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            continue
-
-
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
-    chunks, got = [], 0
-    while got < size:
-        _wait(fd, write=False, deadline=deadline)
-        try:
-            chunk = os.read(fd, min(size - got, 1 << 20))
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def read_frame(fd: int, deadline: float | None = None) -> dict | None:
-    """Receive one JSON message; None at end of stream. Raises TimeoutError past the deadline."""
-    header = _read_exact(fd, _HEADER.size, deadline)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    if size > MAX_FRAME:
-        raise ValueError(f"frame of {size} bytes exceeds the {MAX_FRAME} byte limit")
-    body = _read_exact(fd, size, deadline)
-    if body is None:
-        return None
-    message = json.loads(body)
-    if not isinstance(message, dict):
-        raise ValueError("frame is not a JSON object")
-    return message
-
-
-# -- observations ----------------------------------------------------------------------------
-def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n... [truncated {len(text) - limit} characters]"
-
-
-def to_jsonable(value, depth: int = 0):
-    """A JSON-able copy of `value`: containers recursed, dict keys as str, anything else str()."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if depth > 40:
-        return str(value)
-    if isinstance(value, dict):
-        return {str(key): to_jsonable(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(item, depth + 1) for item in value]
-    if isinstance(value, set | frozenset):
-        return sorted((to_jsonable(item, depth + 1) for item in value), key=repr)
-    return str(value)
-
-
-def observation(value) -> str:
-    """A tool's return value as the text the model sees."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):  # e.g. circular references
-        return str(value)
-
-
-def failure(kind: str, error: str) -> dict:
-    return {"ok": False, "kind": kind, "error": error, "output": f"Error: {error}"}
-
-
-def describe_status(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        return f"killed by {name}"
-    return f"exited with code {os.waitstatus_to_exitcode(status)}"
-
-
-# -- the code process: environment sessions ----------------------------------------------------
-@contextlib.contextmanager
-def _captured():
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        yield buffer
-
-
-def environment_tools(module: types.ModuleType) -> dict:
-    """The environment's tools: public functions defined by its own code (not imported ones)."""
-    return {name: value for name, value in vars(module).items()
-            if isinstance(value, types.FunctionType) and not name.startswith("_")
-            and value.__module__ == module.__name__}
-
-
-def load_environment(code: str, limit: int) -> tuple[types.ModuleType | None, dict]:
-    module = types.ModuleType("environment")
-    module.__file__ = "/tmp/environment.py"
-    sys.modules["environment"] = module
-    try:
-        compiled = compile(code, "environment.py", "exec")
-        with _captured() as printed:
-            exec(compiled, module.__dict__)  # noqa: S102 - this is the sandboxed code
-    except BaseException as exc:  # noqa: BLE001 - any failure to load is a load_error
-        return None, failure("load_error", _exception_text(exc, limit))
-    tools = sorted(environment_tools(module))
-    return module, {"ok": True, "kind": "ok", "tools": tools, "stdout": truncate(printed.getvalue(), limit)}
-
-
-def _exception_text(exc: BaseException, limit: int) -> str:
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return truncate(text, limit)
-
-
-def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
-    tools = environment_tools(module)
-    name, arguments = message.get("name"), message.get("arguments")
-    if not isinstance(name, str) or name not in tools:
-        available = ", ".join(sorted(tools)) or "none"
-        return failure("unknown_tool", f"unknown tool {name!r}; available tools: {available}")
-    if arguments is None:
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
-            return failure("bad_arguments", f"arguments of {name} are not valid JSON: {exc}")
-    if not isinstance(arguments, dict):
-        return failure("bad_arguments", f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
-    function = tools[name]
-    try:
-        inspect.signature(function).bind(**arguments)
-    except TypeError as exc:
-        return failure("bad_arguments", f"{name}: {exc}")
-    with _captured() as printed:
-        try:
-            value = function(**arguments)
-        except BaseException as exc:  # noqa: BLE001 - the tool's failure is the observation
-            reply = failure("exception", _exception_text(exc, limit))
-        else:
-            reply = {"ok": True, "kind": "ok", "error": None, "output": truncate(observation(value), limit)}
-    reply["stdout"] = truncate(printed.getvalue(), limit)
-    return reply
-
-
-def snapshot_state(module: types.ModuleType, limit: int) -> dict:
-    get_state = vars(module).get("get_state")
-    try:
-        with _captured():
-            if callable(get_state):
-                value = get_state()
-            else:
-                value = {name: item for name, item in vars(module).items()
-                         if not name.startswith("_") and not callable(item) and not isinstance(item, types.ModuleType)}
-        return {"ok": True, "state": to_jsonable(value)}
-    except BaseException as exc:  # noqa: BLE001
-        return failure("exception", _exception_text(exc, limit))
-
-
-def serve_environment(code: str, limits: dict) -> None:
-    limit = limits["max_output_bytes"]
-    module, reply = load_environment(code, limit)
-    write_frame(REPLY_FD, reply)
-    if module is None:
-        return
-    while True:
-        message = read_frame(REQUEST_FD)
-        if message is None:
-            return
-        if message.get("op") == "state":
-            reply = snapshot_state(module, limit)
-        else:
-            reply = call_tool(module, message, limit)
-        write_frame(REPLY_FD, reply)
-
-
-# -- the code process: programs (run_code) ------------------------------------------------------
-def _exit_code(exc: SystemExit) -> int:
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code & 0xFF
-    print(exc.code, file=sys.stderr)
-    return 1
-
-
-def run_program(code: str, stdin: bytes, workdir: str) -> int:
-    """Run `code` as a fresh `__main__`, as `python main.py` would; returns the exit code."""
-    stdin_fd = os.memfd_create("stdin")
-    os.write(stdin_fd, stdin)
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
-    os.dup2(stdin_fd, 0)
-    os.close(stdin_fd)
-    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
-                                       buffering=1)
-    path = os.path.join(workdir, PROGRAM_FILE)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(code)
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    sys.modules["__main__"] = main
-    sys.argv = [path]
-    exit_code = 0
-    try:
-        exec(compile(code, path, "exec"), main.__dict__)  # noqa: S102 - this is the sandboxed code
-    except SystemExit as exc:
-        exit_code = _exit_code(exc)
-    except MemoryError as exc:
-        with contextlib.suppress(Exception):
-            write_frame(REPLY_FD, {"memory_error": True})
-        _print_user_traceback(exc)
-        exit_code = 1
-    except BaseException as exc:  # noqa: BLE001 - an uncaught exception: traceback and exit 1, like python
-        _print_user_traceback(exc)
-        exit_code = 1
-    _finish_interpreter()
-    return exit_code
-
-
-def _print_user_traceback(exc: BaseException) -> None:
-    """The traceback python would print: the program's frames only, not the supervisor's."""
-    with contextlib.suppress(BaseException):
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
-
-
-def _finish_interpreter() -> None:
-    """What interpreter shutdown does before exit: join threads, run atexit handlers, flush."""
-    if "threading" in sys.modules:
-        threading = sys.modules["threading"]
-        for thread in threading.enumerate():
-            if thread is not threading.main_thread() and not thread.daemon:
-                with contextlib.suppress(Exception):
-                    thread.join()
-    with contextlib.suppress(BaseException):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-
-
-# -- the zygote ------------------------------------------------------------------------------
 class Mounts:
     """mount(2) through libc: Python has no binding, and only the zygote's init uses it."""
 
@@ -588,6 +317,8 @@ class Zygote:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)  # from uid 0: all capabilities are dropped
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.path[:] = [path for path in sys.path if path != package_parent]  # the standard library only
         if with_requirements:
             sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
         apply_limits(limits)
@@ -796,6 +527,17 @@ def link_requirements(site: list, site_dirs: list, workdir: str) -> None:
         os.symlink(os.path.join(site_dirs[index], entry), os.path.join(target, entry))
 
 
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"killed by {name}"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
+
+
 def _decode(data: bytearray, dropped: int) -> str:
     text = data.decode("utf-8", errors="replace")
     return text + (f"\n... [truncated {dropped} bytes]" if dropped else "")
@@ -806,5 +548,3 @@ def main(argv: list[str]) -> None:
     Zygote(jailed="--unsafe" not in argv).serve()
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
