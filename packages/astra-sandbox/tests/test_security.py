@@ -88,6 +88,14 @@ def kill_everything():
     subprocess.run(["/bin/sh", "-c", "kill -9 -1"])
     return "survived"
 
+def flood_reply():
+    # a reply frame announcing 200 MB: the supervisor must refuse it, not relay it to the host
+    import struct
+    os.write(4, struct.pack(">I", 200 << 20) + b"{" * 65536)
+    import time
+    time.sleep(5)
+    return "unreachable"
+
 def forge_reply():
     # write a fake reply frame on the channel to the supervisor, then a bogus huge frame header
     import json, struct
@@ -153,3 +161,12 @@ def test_forged_replies_only_confuse_their_own_episode(hostile_pool, probe, secu
                  and hostile_pool.workers_alive == hostile_pool.size)
     security_tally("session-forged-replies", contained)
     assert contained, (first, second)
+
+
+def test_oversized_replies_are_refused(hostile_pool, probe, security_tally):
+    with hostile_pool.session(attack_code(probe)) as session:
+        result = session.call("flood_reply")
+        refused = result.kind == "exception" and "exceeds" in result.error and not session.alive
+    contained = refused and hostile_pool.workers_alive == hostile_pool.size
+    security_tally("session-oversized-reply", contained)
+    assert contained, result

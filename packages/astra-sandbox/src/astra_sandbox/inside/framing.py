@@ -50,14 +50,15 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_frame(fd: int, deadline: float | None = None) -> dict | None:
-    """Receive one JSON message; None at end of stream. Raises TimeoutError past the deadline."""
+def read_frame(fd: int, deadline: float | None = None, max_size: int = MAX_FRAME) -> dict | None:
+    """Receive one JSON message; None at end of stream. Raises TimeoutError past the deadline,
+    ValueError for a frame over `max_size` bytes or one that is not a JSON object."""
     header = _read_exact(fd, _HEADER.size, deadline)
     if header is None:
         return None
     (size,) = _HEADER.unpack(header)
-    if size > MAX_FRAME:
-        raise ValueError(f"frame of {size} bytes exceeds the {MAX_FRAME} byte limit")
+    if size > max_size:
+        raise ValueError(f"frame of {size} bytes exceeds the {max_size} byte limit")
     body = _read_exact(fd, size, deadline)
     if body is None:
         return None

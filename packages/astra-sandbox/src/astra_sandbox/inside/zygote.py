@@ -48,6 +48,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 
+REPLY_BASE_BYTES = 16 << 20
 MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
 QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
 
@@ -385,9 +386,11 @@ class Zygote:
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
         deadline = time.monotonic() + timeout
+        # replies carry capped observations; a state snapshot may be bigger, but not unbounded
+        max_reply = REPLY_BASE_BYTES + 8 * episode.limits["max_output_bytes"]
         try:
             write_frame(episode.requests, message, deadline)
-            reply = read_frame(episode.replies, deadline)
+            reply = read_frame(episode.replies, deadline, max_reply)
         except TimeoutError:
             self.finish(self._drop())
             return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
