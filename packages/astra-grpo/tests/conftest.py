@@ -41,3 +41,10 @@ def fresh_accelerate_state():
     AcceleratorState._reset_state(True)
     GradientState._reset_state()
     PartialState._reset_state()
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """A warm, jailed astra-sandbox pool shared by the tests (8 workers, 2 s per call)."""
+    with grpo_support.sandbox_pool(8, call_timeout_s=2.0) as pool:
+        yield pool

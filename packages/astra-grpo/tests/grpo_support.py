@@ -202,24 +202,23 @@ def flat_params(model) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).float().cpu() for p in model.parameters()])
 
 
-# -- environments -----------------------------------------------------------------------------------
-# Until astra-sandbox lands on main, control-flow tests run environments in-process with the
-# contract's ToolResult shape; the integration tests use the real jailed SessionPool.
+# -- environments (run in the real, jailed astra-sandbox SessionPool) ------------------------------
 
 ENV_CODE = '''
 CAPITALS = {"norway": "Oslo", "france": "Paris"}
 POPULATION = {"oslo": "709,000", "paris": "2,100,000"}
-calls = 0
+visits = 0
 
 def get_capital(country):
-    global calls
-    calls += 1
     return {"capital": CAPITALS[country.lower()]}
 
 def get_population(city):
-    global calls
-    calls += 1
     return {"population": POPULATION[city.lower()]}
+
+def count_visits():
+    global visits
+    visits += 1
+    return visits
 
 def slow(seconds=30):
     import time
@@ -240,57 +239,8 @@ def rl_sample(sample_id: str = "rl-geo", code: str = ENV_CODE) -> dict:
     return sample
 
 
-class _Result:
-    def __init__(self, ok, output, error, kind):
-        self.ok, self.output, self.error, self.kind, self.duration_s = ok, output, error, kind, 0.0
 
+def sandbox_pool(size: int = 8, call_timeout_s: float = 2.0):
+    from astra_sandbox import SandboxConfig, SessionPool
 
-class _InProcessSession:
-    def __init__(self, code: str, timeout: float):
-        self.namespace: dict = {}
-        self.timeout = timeout
-        self.alive = True
-        exec(code, self.namespace)  # noqa: S102 - test stand-in for the sandbox
-
-    def call(self, name, arguments):
-        import json
-        from concurrent.futures import ThreadPoolExecutor
-        from concurrent.futures import TimeoutError as Timeout
-
-        function = self.namespace.get(name)
-        if not self.alive:
-            return _Result(False, "Error: session is dead", "session is dead", "timeout")
-        if not callable(function) or name.startswith("_"):
-            return _Result(False, f"Error: unknown tool {name!r}", f"unknown tool {name!r}", "unknown_tool")
-        worker = ThreadPoolExecutor(1)
-        future = worker.submit(function, **arguments)
-        try:
-            value = future.result(timeout=self.timeout)
-        except Timeout:
-            self.alive = False
-            worker.shutdown(wait=False)
-            return _Result(False, "Error: timed out", "timed out", "timeout")
-        except Exception as exc:  # noqa: BLE001
-            return _Result(False, f"Error: {exc!r}", repr(exc), "exception")
-        output = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        return _Result(True, output, None, "ok")
-
-    def state(self):
-        return {k: v for k, v in self.namespace.items()
-                if not k.startswith("_") and isinstance(v, (int, float, str, list, dict))}
-
-
-class InProcessPool:
-    def __init__(self, call_timeout_s: float = 1.0):
-        self.call_timeout_s = call_timeout_s
-        self.opened = 0
-
-    def session(self, code, requirements=()):
-        import contextlib
-
-        @contextlib.contextmanager
-        def opened():
-            self.opened += 1
-            yield _InProcessSession(code, self.call_timeout_s)
-
-        return opened()
+    return SessionPool(size=size, config=SandboxConfig(call_timeout_s=call_timeout_s))

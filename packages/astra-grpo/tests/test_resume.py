@@ -10,7 +10,7 @@ from astra_grpo.checkpoint import saved_steps
 from astra_grpo.config import GRPOConfig, SFTConfig, load_config
 from astra_grpo.grpo import train_grpo
 from astra_grpo.sft import train_sft
-from grpo_support import InProcessPool, rl_sample
+from grpo_support import rl_sample
 
 
 class Killed(Exception):
@@ -61,18 +61,19 @@ def grpo_config(tiny_llama, output, **overrides):
     return load_config(GRPOConfig, None, values)
 
 
-def test_grpo_resume_is_identical_to_an_uninterrupted_run(tiny_llama, samples, tmp_path, fresh_accelerate_state):
-    whole = train_grpo(grpo_config(tiny_llama, tmp_path / "whole"), [str(samples)], pool=InProcessPool(),
+def test_grpo_resume_is_identical_to_an_uninterrupted_run(tiny_llama, samples, tmp_path, sandbox,
+                                                          fresh_accelerate_state):
+    whole = train_grpo(grpo_config(tiny_llama, tmp_path / "whole"), [str(samples)], pool=sandbox,
                        reward_fn=coin_reward)
 
     with pytest.raises(Killed):
-        train_grpo(grpo_config(tiny_llama, tmp_path / "resumed"), [str(samples)], pool=InProcessPool(),
+        train_grpo(grpo_config(tiny_llama, tmp_path / "resumed"), [str(samples)], pool=sandbox,
                    reward_fn=coin_reward, on_step=kill_after(2))
     assert saved_steps(tmp_path / "resumed" / "state") == [1, 2]
     assert not (tmp_path / "resumed" / "final").exists()
     played = []
     resumed = train_grpo(grpo_config(tiny_llama, tmp_path / "resumed", resume=True), [str(samples)],
-                         pool=InProcessPool(), reward_fn=coin_reward, on_step=played.append)
+                         pool=sandbox, reward_fn=coin_reward, on_step=played.append)
     assert played == [3, 4]  # it continued; it did not start over
 
     assert same_weights(whole, resumed)

@@ -165,7 +165,8 @@ class GRPOConfig(TrainConfig):
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
                                  "precision (the paper's ablation) | state (state verifier).")
-    sandbox_pool_size: int = knob(4, "Warm sandbox workers per process.")
+    sandbox_pool_size: int = knob(16, "Warm sandbox workers per process; also how many episodes a process plays "
+                                      "at once (each holds one environment session).")
     sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
     sandbox_call_timeout_s: float = knob(5.0, "Seconds one tool call may take; a timeout ends the episode.")
     env_workers: int = knob(8, "Threads executing tool calls in parallel.")

@@ -67,7 +67,8 @@ COMMAND = "astra-grpo train"
 def rollout_settings(config: GRPOConfig) -> RolloutSettings:
     return RolloutSettings(max_turns=config.max_turns, max_response_length=config.max_response_length,
                            max_new_tokens=config.max_new_tokens, env_workers=config.env_workers, reward=config.reward,
-                           sampling=Sampling(config.temperature, config.top_p, config.top_k))
+                           sampling=Sampling(config.temperature, config.top_p, config.top_k),
+                           max_live_episodes=config.sandbox_pool_size)
 
 
 def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer):

@@ -36,6 +36,7 @@ class RolloutSettings:
     sampling: Sampling = field(default_factory=Sampling)
     env_workers: int = 8
     reward: str = "sample"  # sample | f1 | recall | precision | state
+    max_live_episodes: int | None = None  # episodes played at once (each holds a sandbox session); None: all
 
 
 @dataclass
@@ -98,6 +99,18 @@ class EpisodeRunner:
     # -- public ------------------------------------------------------------------------------------
     def play(self, samples: list[dict], group_size: int, uids: list[str] | None = None) -> list[Group]:
         episodes = [self._start(sample, member) for sample in samples for member in range(group_size)]
+        # A session pool hands out one session per worker: play at most that many episodes at once.
+        wave = self.settings.max_live_episodes or len(episodes)
+        for start in range(0, len(episodes), wave):
+            self._play_wave(episodes[start:start + wave])
+        for episode in episodes:
+            self._check_retokenization(episode)
+        uids = uids or [s["id"] for s in samples]
+        return [Group(uid=uid, sample_id=sample["id"], episodes=episodes[i * group_size:(i + 1) * group_size])
+                for i, (uid, sample) in enumerate(zip(uids, samples, strict=True))]
+
+    def _play_wave(self, episodes: list[Episode]) -> None:
+        """Play episodes together to the end and score them; their sessions close afterwards."""
         with ExitStack() as sessions, ThreadPoolExecutor(max_workers=self.settings.env_workers) as pool:
             live = [e for e in episodes if not e.done]
             while live:
@@ -107,10 +120,6 @@ class EpisodeRunner:
                 episode.reward, episode.reward_components = reward, components
         for episode in episodes:
             episode.session = None
-            self._check_retokenization(episode)
-        uids = uids or [s["id"] for s in samples]
-        return [Group(uid=uid, sample_id=sample["id"], episodes=episodes[i * group_size:(i + 1) * group_size])
-                for i, (uid, sample) in enumerate(zip(uids, samples, strict=True))]
 
     # -- one turn of every live episode -----------------------------------------------------------
     def _start(self, sample: dict, member: int) -> Episode:
