@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import click
 from astra_core.jsonl import read_jsonl
-from astra_core.options import report_errors, stage_options, stage_options_from
+from astra_core.llm import LLMClient, LLMConfig
+from astra_core.options import llm_config_from, llm_options, report_errors, stage_options, stage_options_from
 from astra_core.stage import Rejected, Stage
 
 from astra_reward.bundled import data_path
 from astra_reward.f1 import VARIANTS, f1_reward
+from astra_reward.judges import JudgeSettings, judge_qa, judge_task, judge_trajectory, threshold_failure
 from astra_reward.state import state_reward
 
 
@@ -67,7 +72,7 @@ MIN_SCORE_HELP = "Reject records whose reward is below this (they go to --reject
 @click.option("--min-score", type=float, help=MIN_SCORE_HELP)
 @report_errors
 def f1_command(variant: str, samples: str | None, min_score: float | None, **kwargs) -> None:
-    """F1 trajectory reward (paper Eq. 29–31) of records carrying `messages` and `job`.
+    """F1 trajectory reward of records carrying `messages` and `job` (paper Eq. 29–31).
 
     Adds `reward` and `reward_components` {kind, variant, recall, precision, solved, n, calls,
     solved_ids, malformed_calls, failed_calls}. Calls the policy wrote that could not be parsed are
@@ -133,3 +138,131 @@ def state_command(ignore: tuple[str, ...], samples: str | None, max_diff: int, m
 
     with Stage("astra-reward state", options) as stage:
         stage.run(score)
+
+
+# -- LLM judges -----------------------------------------------------------------------------------
+
+def judge_options(f):
+    """--min-score, --attempts and --max-chars, shared by the judge commands."""
+    for option in reversed([
+        click.option("--min-score", type=float,
+                     help="Reject records whose aggregate score is below this, or that are unscored."),
+        click.option("--attempts", type=int, default=2, show_default=True,
+                     help="Replies asked for per judgment before giving up on a valid one."),
+        click.option("--max-chars", type=int, default=2000, show_default=True,
+                     help="Message contents longer than this are cut in what the judge reads."),
+    ]):
+        f = option(f)
+    return f
+
+
+def _settings(config: LLMConfig, attempts: int, max_chars: int) -> JudgeSettings:
+    return JudgeSettings(attempts=attempts, max_chars=max_chars,
+                         temperature=0.0 if config.temperature is None else config.temperature,
+                         max_tokens=config.max_tokens)
+
+
+def _run_judge(command: str, kind: str, options, config: LLMConfig,
+               judge: Callable[[LLMClient, dict], Awaitable[dict]], verdict: Callable[[dict], str | None]) -> None:
+    """Judge every record, merge the result into its `scores`, reject the records `verdict` explains."""
+
+    async def main_loop() -> None:
+        async with LLMClient(config) as client:
+            model = await client.model()
+
+            async def score(record: dict) -> dict:
+                record["scores"] = {**(record.get("scores") or {}), **await judge(client, record)}
+                failure = verdict(record["scores"])
+                if failure:
+                    raise Rejected(failure)
+                return record
+
+            with Stage(command, options, in_kind=kind, out_kind=kind, model=model, seed=config.seed) as stage:
+                await stage.arun(score, concurrency=config.concurrency)
+                stage.stats["llm"] = str(client.usage)
+
+    asyncio.run(main_loop())
+
+
+def _aggregate_verdict(name: str, min_score: float | None) -> Callable[[dict], str | None]:
+    def verdict(scores: dict) -> str | None:
+        if min_score is None:
+            return None
+        value = scores.get(name)
+        if value is None:
+            missing = ", ".join(f"{d} ({e})" for d, e in (scores.get("judge_errors") or {}).items())
+            return f"unscored: no {name}; judge output unusable for {missing or 'some dimension'}"
+        return f"below min score: {name} {value:.4g} < {min_score}" if value < min_score else None
+
+    return verdict
+
+
+@main.command("judge-trajectory")
+@stage_options
+@llm_options
+@judge_options
+@report_errors
+def judge_trajectory_command(min_score: float | None, attempts: int, max_chars: int, **kwargs) -> None:
+    """Score trajectory records on the paper's 7 dimensions (QU, QP, TCU, TCP, TCS, TC, FA) and their mean.
+
+    Adds `scores` {QU, QP, TCU, TCP, TCS, TC, FA, overall, not_applicable?, judge_errors, details}.
+    A dimension whose judge output cannot be used is null and named in judge_errors; overall is
+    then null. --min-score applies to overall.
+    """
+    options, config = stage_options_from(kwargs), llm_config_from(kwargs)
+    settings = _settings(config, attempts, max_chars)
+    _run_judge("astra-reward judge-trajectory", "trajectory", options, config,
+               lambda client, record: judge_trajectory(client, record, settings),
+               _aggregate_verdict("overall", min_score))
+
+
+@main.command("judge-qa")
+@stage_options
+@llm_options
+@judge_options
+@report_errors
+def judge_qa_command(min_score: float | None, attempts: int, max_chars: int, **kwargs) -> None:
+    """Score qa_instance records: DC, SA, SR per sub-question, TC per instance, QS = their mean.
+
+    Adds `scores` {DC, SA, SR, TC, QS, judge_errors, details}. --min-score applies to QS.
+    """
+    options, config = stage_options_from(kwargs), llm_config_from(kwargs)
+    settings = _settings(config, attempts, max_chars)
+    _run_judge("astra-reward judge-qa", "qa_instance", options, config,
+               lambda client, record: judge_qa(client, record, settings), _aggregate_verdict("QS", min_score))
+
+
+@main.command("judge-task")
+@stage_options
+@llm_options
+@judge_options
+@click.option("--servers", type=click.Path(exists=True, dir_okay=False),
+              help="tool_server JSONL: the judge sees the tools of the server each task names (server_id).")
+@click.option("--min-question-quality", type=float, help="Threshold θ_qq (default: --min-score).")
+@click.option("--min-scenario-realism", type=float, help="Threshold θ_sr (default: --min-score).")
+@click.option("--min-tool-necessity", type=float, help="Threshold θ_tn (default: --min-score).")
+@report_errors
+def judge_task_command(min_score: float | None, attempts: int, max_chars: int, servers: str | None,
+                       min_question_quality: float | None, min_scenario_realism: float | None,
+                       min_tool_necessity: float | None, **kwargs) -> None:
+    """Score task records on question quality, scenario realism and tool-use necessity, each in [0, 1].
+
+    Adds `scores` {question_quality, scenario_realism, tool_necessity, judge_errors, details}. A task
+    is kept only if every dimension with a threshold reaches it (paper Eq. 1); --min-score sets the
+    thresholds not given one by one. An unscored dimension with a threshold is rejected.
+    """
+    options, config = stage_options_from(kwargs), llm_config_from(kwargs)
+    settings = _settings(config, attempts, max_chars)
+    tools_of = {server["id"]: server["tools"] for server in read_jsonl(servers, kind="tool_server")} if servers else {}
+    given = {"question_quality": min_question_quality, "scenario_realism": min_scenario_realism,
+             "tool_necessity": min_tool_necessity}
+    thresholds = {name: value if value is not None else min_score for name, value in given.items()}
+    thresholds = {name: value for name, value in thresholds.items() if value is not None}
+
+    async def judge(client: LLMClient, record: dict) -> dict:
+        if tools_of and record["server_id"] not in tools_of:
+            raise Rejected(f"no server: {record['server_id']!r} is not in --servers")
+        return await judge_task(client, record, settings, tools=tools_of.get(record["server_id"]))
+
+    _run_judge("astra-reward judge-task", "task", options, config, judge,
+               lambda scores: threshold_failure(scores, thresholds))
