@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import pytest
+from astra_core.schema import validate
 from astra_core.testing import Failure
 from astra_reward.bundled import data_path
 from astra_reward.judges import JudgeSettings, judge_qa, judge_task, threshold_failure
@@ -76,6 +77,7 @@ def test_qa_malformed_partial_and_out_of_range(recorded_llm):
     assert scores["TC"] is None and "unparseable reply" in scores["judge_errors"]["TC"]
     assert scores["SR"] == pytest.approx(2 / 3) and scores["QS"] is None
     assert [d["score"] for d in scores["details"]["DC"]] == [0.0, 1.0, None]
+    validate({**BOOKS, "scores": scores}, "qa_instance")
 
 
 def test_task_well_formed_ratings_are_normalized(recorded_llm):
@@ -102,6 +104,7 @@ def test_task_partially_valid_and_out_of_range(recorded_llm):
     assert scores["tool_necessity"] is None and scores["judge_errors"]["tool_necessity"].startswith(
         "no 'tool_necessity' in the reply")
     assert threshold_failure(scores, {"question_quality": 0.5}) is None  # only thresholded dimensions matter
+    validate({**TASKS["task-trivial"], "scores": scores}, "task")
     assert threshold_failure(scores, {"tool_necessity": 0.1}).startswith("unscored: tool_necessity (no 'tool_")
 
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import pytest
+from astra_core.schema import validate
 from astra_reward.bundled import data_path
 from astra_reward.conversation import tool_calls
 from astra_reward.judges import JudgeSettings, judge_trajectory, tool_call_rounds
@@ -85,6 +86,7 @@ def test_malformed_replies_leave_dimensions_missing_never_a_default(recorded_llm
         assert scores[dimension] is None
         assert "unparseable reply" in scores["judge_errors"][dimension]
     assert scores["TCS"] == 0.75  # programmatic, still there
+    validate({**SLOPPY, "scores": scores}, "trajectory")
     assert scores["overall"] is None
     assert len(server.chat_requests) == 2 * 9  # each judgment asked twice (attempts=2) before giving up
     retry = server.chat_requests[-1]["messages"]
@@ -123,13 +125,15 @@ def test_dimensions_that_do_not_apply_are_left_out_of_the_mean(recorded_llm):
     no_calls = {**GOOD, "messages": GOOD["messages"][:2] + [{"role": "assistant", "content": "Oslo, 709,000."}]}
     server = recorded_llm(replies=[router(WELL_FORMED)])
     scores = judge(server, no_calls)
-    assert scores["not_applicable"] == ["TCU", "TCP", "TCS", "TC"]
+    assert scores["not_applicable"] == {"TCU": "fewer than two tool-call rounds", "TCP": "fewer than two tool-call rounds",
+                                        "TCS": "no tool calls", "TC": "no tool calls"}
     assert scores["overall"] == pytest.approx((1.0 + 0.5 + 0.25) / 3)
     assert len(server.chat_requests) == 4  # QU, QP, Corr, Summ
+    validate({**no_calls, "scores": scores}, "trajectory")
 
     one_round = {**GOOD, "messages": GOOD["messages"][:4] + [GOOD["messages"][-1]]}
     scores = judge(recorded_llm(replies=[router(WELL_FORMED)]), one_round)
-    assert scores["not_applicable"] == ["TCU", "TCP"] and scores["TC"] == 1.0  # call 1 scored 1
+    assert list(scores["not_applicable"]) == ["TCU", "TCP"] and scores["TC"] == 1.0  # call 1 scored 1
 
 
 def test_no_final_answer_scores_fa_zero_without_asking(recorded_llm):

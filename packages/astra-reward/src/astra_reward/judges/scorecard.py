@@ -12,7 +12,7 @@ Documented behaviour for judge output that cannot be parsed (never a silent scor
 - with `--min-score`, an unscored record is rejected with reason "unscored: ...".
 
 A dimension that does not apply (TCU/TCP with fewer than two tool-call rounds, TCS/TC without tool
-calls) is `null` and listed in `not_applicable`; it is left out of the aggregate.
+calls) is `null` and named in `not_applicable` ({dimension: why}); it is left out of the aggregate.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Scorecard:
     dimensions: tuple[str, ...]
     values: dict[str, float | None] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
-    not_applicable: list[str] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
     def set(self, dimension: str, value: float | None, errors: list[str] | str | None = None) -> None:
@@ -40,9 +40,9 @@ class Scorecard:
             self.errors[dimension] = "no score"
         self.values[dimension] = value
 
-    def skip(self, dimension: str) -> None:
+    def skip(self, dimension: str, why: str) -> None:
         self.values[dimension] = None
-        self.not_applicable.append(dimension)
+        self.not_applicable[dimension] = why
 
     def aggregate(self) -> float | None:
         applicable = [self.values.get(d) for d in self.dimensions if d not in self.not_applicable]
@@ -55,7 +55,7 @@ class Scorecard:
         if aggregate_name:
             out[aggregate_name] = self.aggregate()
         if self.not_applicable:
-            out["not_applicable"] = list(self.not_applicable)
+            out["not_applicable"] = dict(self.not_applicable)
         out["judge_errors"] = dict(self.errors)
         out["details"] = self.details
         return out

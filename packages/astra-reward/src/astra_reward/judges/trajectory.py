@@ -146,8 +146,8 @@ def _query_scores(card: Scorecard, replies: dict[str, Reply], has_assistant: boo
 
 def _round_scores(card: Scorecard, replies: dict[str, Reply], rounds: list[Round]) -> None:
     if len(rounds) < 2:
-        card.skip("TCU")
-        card.skip("TCP")
+        card.skip("TCU", "fewer than two tool-call rounds")
+        card.skip("TCP", "fewer than two tool-call rounds")
         return
     for dimension in ("TCU", "TCP"):
         per_round, errors = [], []
@@ -164,8 +164,8 @@ def _round_scores(card: Scorecard, replies: dict[str, Reply], rounds: list[Round
 
 def _call_scores(card: Scorecard, replies: dict[str, Reply], calls: list[ToolCall], tools: list[dict]) -> None:
     if not calls:
-        card.skip("TCS")
-        card.skip("TC")
+        card.skip("TCS", "no tool calls")
+        card.skip("TC", "no tool calls")
         return
     names = {(t.get("function") or {}).get("name") for t in tools} - {None}
     statuses = [call_status(call, names) for call in calls]
