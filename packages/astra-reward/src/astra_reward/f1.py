@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from astra_reward.conversation import final_answer, tool_calls
-from astra_reward.normalize import contains_answer
+from astra_reward.normalize import Haystack
 
 VARIANTS = ("f1", "recall", "precision")
 EPSILON = 1e-9
@@ -89,16 +89,16 @@ def _sub_task_id(sub_task: dict, position: int):
 
 def solved_sub_tasks(job: list[dict], messages: list[dict]) -> list:
     """Ids of the sub-tasks of `job` that `messages` solve (rules in the module docstring)."""
-    calls = tool_calls(messages)
-    observations = [call.observation for call in calls if not call.failed]
+    observations = [Haystack(call.observation) for call in tool_calls(messages) if not call.failed]
     answer = final_answer(messages)
+    final = Haystack(answer) if answer is not None else None
     solved = []
     for position, sub_task in enumerate(job):
         expected = sub_task.get("answer")
         if sub_task.get("needs_tool", True) is False:
-            hit = answer is not None and contains_answer(answer, expected)
+            hit = final is not None and final.contains(expected)
         else:
-            hit = any(contains_answer(observation, expected) for observation in observations)
+            hit = any(observation.contains(expected) for observation in observations)
         if hit:
             solved.append(_sub_task_id(sub_task, position))
     return solved

@@ -80,14 +80,23 @@ def normalize_answer(text: object) -> str:
     return " ".join(tokens(text))
 
 
-def contains_answer(text: object, answer: object) -> bool:
-    """True when the tokens of `answer` occur as a contiguous run in the tokens of `text`.
+class Haystack:
+    """A text normalized once, to look for many answers in it."""
 
-    `answer` may be a list of alternatives: any one of them matching is enough.
-    """
-    if isinstance(answer, (list, tuple)):
-        return any(contains_answer(text, alternative) for alternative in answer)
-    needle = normalize_answer(answer)
-    if not needle:
-        return False
-    return f" {needle} " in f" {normalize_answer(text)} "
+    def __init__(self, text: object):
+        self._padded = f" {normalize_answer(text)} "
+
+    def contains(self, answer: object) -> bool:
+        """True when the tokens of `answer` occur as a contiguous run in this text's tokens.
+
+        `answer` may be a list of alternatives: any one of them matching is enough.
+        """
+        if isinstance(answer, (list, tuple)):
+            return any(self.contains(alternative) for alternative in answer)
+        needle = normalize_answer(answer)
+        return bool(needle) and f" {needle} " in self._padded
+
+
+def contains_answer(text: object, answer: object) -> bool:
+    """True when the tokens of `answer` occur as a contiguous run in the tokens of `text` (see Haystack)."""
+    return Haystack(text).contains(answer)
