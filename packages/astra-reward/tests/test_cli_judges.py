@@ -61,6 +61,12 @@ def test_unscored_records_are_rejected_with_the_reason(recorded_llm, tmp_path):
     assert [r["scores"]["overall"] for r in records] == [None, None]
     assert all("QU" in r["scores"]["judge_errors"] for r in records)
 
+    # Re-judging replaces an earlier run's errors; scores from elsewhere are kept.
+    rescored = tmp_path / "rescored.jsonl"
+    rescored.write_text("".join(json.dumps({**r, "scores": {**r["scores"], "human": 1}}) + "\n" for r in records))
+    _, again = invoke(recorded_llm(replies=[router(GOOD_TRAJECTORY)]), "judge-trajectory", rescored)
+    assert all(r["scores"]["judge_errors"] == {} and r["scores"]["human"] == 1 for r in again)
+
 
 def test_judge_qa_command(recorded_llm, tmp_path):
     def items(body):

@@ -108,6 +108,13 @@ def test_task_partially_valid_and_out_of_range(recorded_llm):
     assert threshold_failure(scores, {"tool_necessity": 0.1}).startswith("unscored: tool_necessity (no 'tool_")
 
 
+def test_task_malformed_reply_scores_nothing(recorded_llm):
+    scores = run(judge_task, recorded_llm(replies=["Great task, 5/5 on everything!"]), TASKS["task-81b0"],
+                 attempts=2)
+    assert [scores[d] for d in ("question_quality", "scenario_realism", "tool_necessity")] == [None, None, None]
+    assert all(e.startswith("unparseable reply") for e in scores["judge_errors"].values())
+
+
 def test_task_judge_falls_back_when_the_endpoint_refuses_json_schema(recorded_llm):
     refusal = Failure(status=400, body='{"error": {"message": "response_format json_schema is not supported"}}')
     reply = "Sure!\n```json\n" + json.dumps({name: {"score": 3} for name in

@@ -156,6 +156,9 @@ def judge_options(f):
     return f
 
 
+JUDGE_BOOKKEEPING = ("not_applicable", "judge_errors", "details")
+
+
 def _settings(config: LLMConfig, attempts: int, max_chars: int) -> JudgeSettings:
     return JudgeSettings(attempts=attempts, max_chars=max_chars,
                          temperature=0.0 if config.temperature is None else config.temperature,
@@ -171,7 +174,9 @@ def _run_judge(command: str, kind: str, options, config: LLMConfig,
             model = await client.model()
 
             async def score(record: dict) -> dict:
-                record["scores"] = {**(record.get("scores") or {}), **await judge(client, record)}
+                # A re-judged record keeps other scores but none of an earlier judge run's bookkeeping.
+                kept = {k: v for k, v in (record.get("scores") or {}).items() if k not in JUDGE_BOOKKEEPING}
+                record["scores"] = {**kept, **await judge(client, record)}
                 failure = verdict(record["scores"])
                 if failure:
                     raise Rejected(failure)
