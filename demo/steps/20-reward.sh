@@ -39,7 +39,7 @@ for line in open('$OUT/reward/states.mismatch.jsonl'):
 "
 
 # LLM judges on the embedded model, one or two bundled records each; short replies keep it quick.
-JUDGE_OPTS=(--max-tokens 32 --attempts 1 --max-chars 300)
+JUDGE_OPTS=(--max-tokens 32 --attempts 1 --max-chars 300 --timeout 900)
 head -n 1 "$DATA/trajectories.jsonl" | astra-reward judge-trajectory "${JUDGE_OPTS[@]}" \
   > "$OUT/reward/trajectories.judged.jsonl"
 head -n 1 "$DATA/qa_instances.jsonl" | astra-reward judge-qa "${JUDGE_OPTS[@]}" > "$OUT/reward/qa.judged.jsonl"

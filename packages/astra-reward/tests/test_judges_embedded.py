@@ -3,6 +3,11 @@
 The tiny model rarely writes the JSON asked for: these tests assert that the path is real and
 that every score is either on its scale or documented-missing (null with a judge_errors entry),
 never a quality level. max_tokens is kept small: the model generates ~10–20 tokens/s here.
+
+The task judge (one request) runs by default; the trajectory judge (5 requests) and the Q–A judge
+(4 requests) take minutes on a shared 2-core machine and are marked slow: they exercise the same
+client → endpoint → parsing path on more judgments. A long per-request timeout keeps a slow CPU
+server from being flooded by client retries of requests it is still computing.
 """
 
 import json
@@ -13,7 +18,7 @@ from click.testing import CliRunner
 
 pytestmark = pytest.mark.llm
 
-FAST = ["--max-tokens", "24", "--attempts", "1", "--max-chars", "300"]
+FAST = ["--max-tokens", "24", "--attempts", "1", "--max-chars", "300", "--timeout", "1800", "--max-retries", "1"]
 META = {"provenance": []}
 TRAJECTORY = {
     "id": "tiny-trajectory", "meta": META,
@@ -56,6 +61,7 @@ def assert_well_formed(scores: dict, scales: dict[str, tuple], aggregate: str | 
             assert 0.0 <= scores[aggregate] <= 1.0
 
 
+@pytest.mark.slow
 def test_trajectory_judge_end_to_end(llm_env):
     scores = judged("judge-trajectory", TRAJECTORY)
     levels = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -64,6 +70,7 @@ def test_trajectory_judge_end_to_end(llm_env):
     assert list(scores["not_applicable"]) == ["TCU", "TCP"] and scores["TCS"] == 1.0
 
 
+@pytest.mark.slow
 def test_qa_judge_end_to_end(llm_env):
     scores = judged("judge-qa", QA_INSTANCE)
     assert_well_formed(scores, {d: (0.0, 1.0) for d in ("DC", "SA", "SR", "TC")}, "QS")
