@@ -38,13 +38,16 @@ for line in open('$OUT/reward/states.mismatch.jsonl'):
         print(f\"  {d['path']}: expected {d['expected']!r}, got {d['actual']!r} ({d['kind']})\")
 "
 
-# LLM judges on the embedded model, one or two bundled records each; short replies keep it quick.
+# LLM judges on the embedded model, one bundled record each, run side by side so the server batches
+# their requests; short replies keep it quick.
 JUDGE_OPTS=(--max-tokens 32 --attempts 1 --max-chars 300 --timeout 900)
 head -n 1 "$DATA/trajectories.jsonl" | astra-reward judge-trajectory "${JUDGE_OPTS[@]}" \
-  > "$OUT/reward/trajectories.judged.jsonl"
-head -n 1 "$DATA/qa_instances.jsonl" | astra-reward judge-qa "${JUDGE_OPTS[@]}" > "$OUT/reward/qa.judged.jsonl"
-astra-reward judge-task "$DATA/tasks.jsonl" --servers "$DATA/servers.jsonl" "${JUDGE_OPTS[@]}" \
-  > "$OUT/reward/tasks.judged.jsonl"
+  > "$OUT/reward/trajectories.judged.jsonl" & trajectory_pid=$!
+head -n 1 "$DATA/qa_instances.jsonl" | astra-reward judge-qa "${JUDGE_OPTS[@]}" \
+  > "$OUT/reward/qa.judged.jsonl" & qa_pid=$!
+head -n 1 "$DATA/tasks.jsonl" | astra-reward judge-task --servers "$DATA/servers.jsonl" "${JUDGE_OPTS[@]}" \
+  > "$OUT/reward/tasks.judged.jsonl" & task_pid=$!
+wait "$trajectory_pid"; wait "$qa_pid"; wait "$task_pid"
 python - "$OUT/reward" <<'EOF'
 import json, sys
 for name in ("trajectories", "qa", "tasks"):
