@@ -1,9 +1,213 @@
-"""The astra-eval command."""
+"""The astra-eval command: `run BENCH` writes eval_result records; `summary` and `compare` report on them."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
 
 import click
+from astra_core.llm.client import LLMClient, LLMConfig
+from astra_core.options import llm_config_from, llm_options, report_errors, stage_options, stage_options_from
+
+from astra_eval import benchenv
+from astra_eval.agent import EndpointAgent, Sampling
+from astra_eval.runner import item_source, run_items
 
 
 @click.group()
 @click.version_option(package_name="astra-eval")
 def main() -> None:
-    """astra-eval: see the package README."""
+    """Benchmarks scored by their own checkers: BFCL v3 multi-turn, tau2-bench, ACEBench, AIME.
+
+    \b
+      astra-eval run bfcl --category base --limit 5 -o bfcl.jsonl
+      astra-eval summary bfcl.jsonl tau2.jsonl
+      astra-eval compare base/ sft/ rl/ --png compare.png
+    """
+
+
+@main.group()
+def run() -> None:
+    """Run a benchmark against an OpenAI-compatible endpoint; one eval_result per item and trial.
+
+    Items come from the benchmark's own data, selected with the options below, or from item
+    records given as INPUTS ('-' for stdin). --resume skips item ids already in -o FILE.
+    """
+
+
+def run_options(f: Callable) -> Callable:
+    """Selection and reproducibility options shared by every `run` command."""
+    options = [
+        stage_options,
+        llm_options,
+        click.option("--limit", type=int, help="At most this many tasks per category."),
+        click.option("--ids", help="Only these task ids (comma-separated)."),
+        click.option("--trials", type=int, default=1, show_default=True,
+                     help="Runs of every task; trial t samples with seed --seed + t."),
+        click.option("--item-timeout", type=float, default=1800.0, show_default=True,
+                     help="Seconds per item; an item past it is recorded as a failure."),
+        click.option("--top-p", type=float), click.option("--top-k", type=int),
+        report_errors,
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def common(kwargs: dict) -> tuple:
+    """Pop the shared options: (stage options, inputs given?, llm config, selection)."""
+    inputs_given = bool(kwargs.get("inputs"))
+    options = stage_options_from(kwargs)
+    config = llm_config_from(kwargs)
+    selection = {"limit": kwargs.pop("limit"), "ids": kwargs.pop("ids").split(",") if kwargs.get("ids") else None,
+                 "trials": kwargs.pop("trials")}
+    return options, inputs_given, config, selection
+
+
+async def resolve_model(config: LLMConfig) -> str:
+    async with LLMClient(config) as client:
+        return await client.model()
+
+
+def sampling_from(config: LLMConfig, kwargs: dict, default_temperature: float | None) -> Sampling:
+    temperature = config.temperature if config.temperature is not None else default_temperature
+    return Sampling(temperature=temperature, top_p=kwargs.pop("top_p", None), top_k=kwargs.pop("top_k", None),
+                    max_tokens=config.max_tokens)
+
+
+class WithClient:
+    """An async run_item sharing one LLM client for the whole run (opened inside the event loop)."""
+
+    def __init__(self, config: LLMConfig, make_run_item: Callable):
+        self.config, self.make_run_item = config, make_run_item
+        self.client: LLMClient | None = None
+        self.run_item: Callable | None = None
+
+    async def __call__(self, item: dict) -> dict:
+        if self.client is None:
+            self.client = LLMClient(self.config)
+            self.run_item = self.make_run_item(self.client)
+        return await self.run_item(item)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+
+@run.command("bfcl")
+@run_options
+@click.option("--category", "categories", multiple=True, type=click.Choice(["base", "miss_func", "miss_param",
+                                                                          "long_context"]),
+              help="BFCL v3 multi-turn categories [default: all four].")
+@click.option("--oracle", is_flag=True, help="Replay the ground truth instead of querying a model (harness check).")
+@click.option("--oracle-drop-rate", type=float, default=0.0, help="With --oracle: leave out each call with this "
+                                                                   "probability (seeded by --seed).")
+def run_bfcl(**kwargs) -> None:
+    """BFCL v3 multi-turn, executed on bfcl-eval's backends and scored by its multi_turn_checker.
+
+    Temperature 0.6 unless --temperature is given (the paper's setting).
+    """
+    benchenv.hand_over("bfcl")
+    from astra_eval import bfcl
+
+    options, inputs_given, config, selection = common(kwargs)
+    sampling = sampling_from(config, kwargs, bfcl.DEFAULT_TEMPERATURE)
+    categories = list(kwargs["categories"] or bfcl.CATEGORIES)
+    seed = config.seed
+    if kwargs["oracle"]:
+        drop, model = kwargs["oracle_drop_rate"], "oracle"
+
+        def agent_for(entry, ground_truth):
+            return bfcl.Oracle(entry, ground_truth, drop_rate=drop, seed=seed or 0)
+
+        run_item = functools.partial(bfcl.run_item, agent_for=agent_for)
+    else:
+        model = asyncio.run(resolve_model(config))
+        config.model = model
+        run_item = WithClient(config, lambda client: functools.partial(
+            bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling)))
+    with item_source(options, inputs_given, lambda: bfcl.items(categories, seed=seed, **selection)) as options:
+        run_items("astra-eval run bfcl", options, run_item, concurrency=config.concurrency,
+                  item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+
+
+def user_options(f: Callable) -> Callable:
+    """The user simulator's endpoint, configured apart from the model under test."""
+    options = [
+        click.option("--user-base-url", envvar="ASTRA_EVAL_USER_BASE_URL",
+                     help="User simulator endpoint [env ASTRA_EVAL_USER_BASE_URL; default: the agent's endpoint]."),
+        click.option("--user-model", envvar="ASTRA_EVAL_USER_MODEL",
+                     help="User simulator model [env ASTRA_EVAL_USER_MODEL; default: the endpoint's first model]."),
+        click.option("--user-api-key", envvar="ASTRA_EVAL_USER_API_KEY"),
+        click.option("--user-temperature", type=float, default=0.0, show_default=True),
+        click.option("--user-max-tokens", type=int),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def user_config(config: LLMConfig, kwargs: dict) -> LLMConfig:
+    """The user simulator's LLM config: its own endpoint if given, else the agent's."""
+    base_url = kwargs.pop("user_base_url") or config.base_url
+    return LLMConfig(base_url=base_url, model=kwargs.pop("user_model"), api_key=kwargs.pop("user_api_key"),
+                     temperature=kwargs.pop("user_temperature"), max_tokens=kwargs.pop("user_max_tokens"),
+                     timeout=config.timeout, max_retries=config.max_retries, concurrency=config.concurrency)
+
+
+async def resolve_endpoints(*configs: LLMConfig) -> None:
+    """Fill in base URLs (the embedded server when none is set) and model names, in place."""
+    for config in configs:
+        async with LLMClient(config) as client:
+            config.model = await client.model()
+            config.base_url = client.config.base_url
+
+
+@run.command("tau2")
+@run_options
+@user_options
+@click.option("--domain", "domains", multiple=True, type=click.Choice(["airline", "retail", "telecom"]),
+              help="tau2 domains [default: all three].")
+@click.option("--max-steps", type=int, default=200, show_default=True, help="tau2's limit on conversation steps.")
+@click.option("--max-errors", type=int, default=10, show_default=True)
+@click.option("--oracle", is_flag=True, help="Replay the ground-truth actions with a scripted user (harness check).")
+@click.option("--oracle-drop-rate", type=float, default=0.0, help="With --oracle: leave out each action with this "
+                                                                   "probability (seeded by --seed).")
+def run_tau2(**kwargs) -> None:
+    """tau2-bench: tau2's LLMAgent and user simulator, scored by tau2's evaluate_simulation.
+
+    The agent is greedy (temperature 0) unless --temperature is given; use --trials 4 for
+    pass^1..pass^4 and pass@4 in `astra-eval summary`.
+    """
+    benchenv.hand_over("tau2")
+    from astra_eval import tau2
+
+    options, inputs_given, config, selection = common(kwargs)
+    users = user_config(config, kwargs)
+    sampling = sampling_from(config, kwargs, 0.0)
+    domains = list(kwargs["domains"] or tau2.DOMAINS)
+    seed, steps = config.seed, {"max_steps": kwargs["max_steps"], "max_errors": kwargs["max_errors"]}
+    if kwargs["oracle"]:
+        drop, model = kwargs["oracle_drop_rate"], "oracle"
+
+        def simulate(domain, task, trial_seed):
+            return tau2.simulate_oracle(domain, task, drop_rate=drop, seed=trial_seed, **steps)
+    else:
+        asyncio.run(resolve_endpoints(config, users))
+        model = config.model
+        agent = tau2.Endpoint(config.base_url, config.model, config.api_key, sampling.params())
+        user = tau2.Endpoint(users.base_url, users.model, users.api_key,
+                             Sampling(temperature=users.temperature, max_tokens=users.max_tokens).params())
+
+        def simulate(domain, task, trial_seed):
+            return tau2.simulate_llm(domain, task, agent, user, seed=trial_seed, **steps)
+
+    run_item = functools.partial(tau2.run_item, simulate=simulate)
+    with item_source(options, inputs_given, lambda: tau2.items(domains, seed=seed, **selection)) as options:
+        run_items("astra-eval run tau2", options, run_item, concurrency=config.concurrency,
+                  item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+
+
+if __name__ == "__main__":
+    main()
