@@ -209,5 +209,50 @@ def run_tau2(**kwargs) -> None:
                   item_timeout=kwargs["item_timeout"], model=model, seed=seed)
 
 
+@run.command("acebench")
+@run_options
+@user_options
+@click.option("--split", "splits", multiple=True, type=click.Choice(["multi_turn", "multi_step"]),
+              help="ACEBench agent splits [default: both].")
+@click.option("--language", "languages", multiple=True, type=click.Choice(["en", "zh"]),
+              help="Data language [default: en].")
+@click.option("--oracle", is_flag=True, help="Replay ACEBench's milestone calls instead of querying a model.")
+def run_acebench(**kwargs) -> None:
+    """ACEBench agent tasks (multi_turn with an LLM user simulator, multi_step), on our implementation of its
+    sandbox apps, scored by end-to-end (final state) and process (milestone) accuracy.
+
+    Temperature 0.6 unless --temperature is given; the paper averages 4 runs (--trials 4).
+    """
+    from astra_eval.acebench import play
+
+    options, inputs_given, config, selection = common(kwargs)
+    users = user_config(config, kwargs)
+    sampling = sampling_from(config, kwargs, play.DEFAULT_TEMPERATURE)
+    splits, languages = list(kwargs["splits"] or play.SPLITS), list(kwargs["languages"] or ["en"])
+    seed = config.seed
+    if kwargs["oracle"]:
+        model = "oracle"
+        run_item = functools.partial(
+            play.run_item, agent_for=lambda task, answer: play.Oracle(answer["mile_stone"]),
+            user_for=lambda task, lang: play.ScriptedUser(task["question"]))
+    else:
+        asyncio.run(resolve_endpoints(config, users))
+        model = config.model
+        user_params = Sampling(temperature=users.temperature, max_tokens=users.max_tokens).params()
+
+        def make(client: LLMClient):
+            user_client = client if users.base_url == config.base_url and users.model == config.model else \
+                LLMClient(users)
+            return functools.partial(
+                play.run_item, agent_for=lambda task, answer: EndpointAgent(client, sampling),
+                user_for=lambda task, lang: play.LLMUser(user_client, task["question"], lang, user_params))
+
+        run_item = WithClient(config, make)
+    with item_source(options, inputs_given,
+                     lambda: play.items(languages, splits, seed=seed, **selection)) as options:
+        run_items("astra-eval run acebench", options, run_item, concurrency=config.concurrency,
+                  item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+
+
 if __name__ == "__main__":
     main()
