@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Callable
 
 import click
@@ -252,6 +253,79 @@ def run_acebench(**kwargs) -> None:
                      lambda: play.items(languages, splits, seed=seed, **selection)) as options:
         run_items("astra-eval run acebench", options, run_item, concurrency=config.concurrency,
                   item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+
+
+@run.command("aime")
+@run_options
+@click.option("--year", "years", multiple=True, type=click.Choice(["aime2024", "aime2025"]),
+              help="[default: both]")
+@click.option("--setting", "settings", multiple=True, type=click.Choice(["topk20", "topk-1"]),
+              help="Decoding settings: temperature 0.6, top-p 0.95, top-k 20 or none [default: both].")
+@click.option("--samples", type=int, default=32, show_default=True, help="Samples per problem (one request, n=).")
+def run_aime(**kwargs) -> None:
+    """AIME 2024/2025: pass rate over --samples samples per problem under the paper's two decoding settings.
+
+    Answers are read from the last \\boxed{} (else the last integer). Give thinking models room with
+    --max-tokens (e.g. 32768).
+    """
+    from astra_eval import aime
+
+    options, inputs_given, config, selection = common(kwargs)
+    kwargs.pop("top_p"), kwargs.pop("top_k")  # the settings fix the sampling
+    years, settings = list(kwargs["years"] or aime.YEARS), list(kwargs["settings"] or aime.SETTINGS)
+    samples, max_tokens, seed = kwargs["samples"], config.max_tokens, config.seed
+    model = asyncio.run(resolve_model(config))
+    config.model = model
+    run_item = WithClient(config, lambda client: functools.partial(aime.run_item, client=client, samples=samples,
+                                                                   max_tokens=max_tokens))
+    with item_source(options, inputs_given, lambda: aime.items(years, settings, seed=seed, **selection)) as options:
+        run_items("astra-eval run aime", options, run_item, concurrency=config.concurrency,
+                  item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of tables.")
+@report_errors
+def summary(results: tuple[str, ...], as_json: bool) -> None:
+    """Tables shaped like the paper's (Tables 1-3) from eval_result files or directories, one row per model."""
+    from astra_eval import report
+
+    records = report.load(results)
+    rows = report.by_model(records)
+    if as_json:
+        click.echo(json.dumps({model: {f"{g}: {c}": v for (g, c), v in figs.items()} for model, figs in rows.items()},
+                              indent=2))
+        return
+    click.echo(report.render(rows))
+    failed = report.failures(records)
+    if failed:
+        click.echo("\nItems that could not run (scored as failures): "
+                   + ", ".join(f"{reason} ×{n}" for reason, n in failed.items()))
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--label", "labels", multiple=True, help="A name per RUN, in order [default: file or directory name].")
+@click.option("--png", type=click.Path(dir_okay=False), help="Write a grouped bar chart here.")
+@report_errors
+def compare(runs: tuple[str, ...], labels: tuple[str, ...], png: str | None) -> None:
+    """Runs side by side (e.g. base vs SFT vs RL): a table per benchmark and, with --png, a bar chart.
+
+    A RUN is an eval_result file or a directory of them; all its records count as one model.
+    """
+    from pathlib import Path
+
+    from astra_eval import report
+
+    if labels and len(labels) != len(runs):
+        raise click.BadParameter(f"{len(labels)} labels for {len(runs)} runs", param_hint="--label")
+    names = list(labels) or [Path(run).stem if Path(run).is_file() else Path(run).name for run in runs]
+    table = {name: report.figures(report.load([run])) for name, run in zip(names, runs, strict=True)}
+    click.echo(report.render(table, label="Run"))
+    if png:
+        report.bar_chart(table, png)
+        click.echo(f"\nbar chart: {png}", err=True)
 
 
 if __name__ == "__main__":
