@@ -121,8 +121,9 @@ class Episode:
     force_quit: bool = False
 
 
-async def play(entry: dict, agent, *, seed: int | None = None) -> Episode:
-    """Drive the model through every turn of `entry`, executing its calls on the backends."""
+async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | None = None) -> Episode:
+    """Drive the model through the turns of `entry` (all of them unless `max_turns`, a smoke-test cap that
+    leaves the entry incomplete), executing its calls on the backends."""
     entry = copy.deepcopy(entry)
     held_out: dict[str, list[dict]] = entry.get("missed_function", {})
     tools = openai_tools(entry["function"])
@@ -130,7 +131,7 @@ async def play(entry: dict, agent, *, seed: int | None = None) -> Episode:
     history: list[dict] = []
     backends = Backends(entry)
     try:
-        for turn_index, turn_messages in enumerate(entry["question"]):
+        for turn_index, turn_messages in enumerate(entry["question"][:max_turns]):
             if str(turn_index) in held_out:
                 entry["function"].extend(held_out[str(turn_index)])
                 tools = openai_tools(entry["function"])
@@ -235,11 +236,11 @@ class Oracle:
         return {"role": "assistant", "content": None, "tool_calls": calls}
 
 
-async def run_item(item: dict, agent_for) -> dict:
+async def run_item(item: dict, agent_for, max_turns: int | None = None) -> dict:
     """Play and score one item; `agent_for(entry, ground_truth)` gives the agent to use."""
     entries, truth = load(item["category"])
     entry, ground_truth = entries[item["item_id"]], truth[item["item_id"]]
-    episode = await play(entry, agent_for(entry, ground_truth), seed=item.get("seed"))
+    episode = await play(entry, agent_for(entry, ground_truth), seed=item.get("seed"), max_turns=max_turns)
     verdict = score(entry, ground_truth, episode.turns)
     details = {"checker": _short(verdict), "model_result": episode.turns, "force_quit": episode.force_quit}
     return eval_result(item, success=verdict["valid"], score=1.0 if verdict["valid"] else 0.0,

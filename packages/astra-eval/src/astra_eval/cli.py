@@ -104,6 +104,7 @@ class WithClient:
 @click.option("--oracle", is_flag=True, help="Replay the ground truth instead of querying a model (harness check).")
 @click.option("--oracle-drop-rate", type=float, default=0.0, help="With --oracle: leave out each call with this "
                                                                    "probability (seeded by --seed).")
+@click.option("--max-turns", type=int, help="Smoke tests: play only the first N turns (the entry then fails).")
 def run_bfcl(**kwargs) -> None:
     """BFCL v3 multi-turn, executed on bfcl-eval's backends and scored by its multi_turn_checker.
 
@@ -122,12 +123,13 @@ def run_bfcl(**kwargs) -> None:
         def agent_for(entry, ground_truth):
             return bfcl.Oracle(entry, ground_truth, drop_rate=drop, seed=seed or 0)
 
-        run_item = functools.partial(bfcl.run_item, agent_for=agent_for)
+        run_item = functools.partial(bfcl.run_item, agent_for=agent_for, max_turns=kwargs["max_turns"])
     else:
         model = asyncio.run(resolve_model(config))
         config.model = model
         run_item = WithClient(config, lambda client: functools.partial(
-            bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling)))
+            bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling),
+            max_turns=kwargs["max_turns"]))
     with item_source(options, inputs_given, lambda: bfcl.items(categories, seed=seed, **selection)) as options:
         run_items("astra-eval run bfcl", options, run_item, concurrency=config.concurrency,
                   item_timeout=kwargs["item_timeout"], model=model, seed=seed)
@@ -218,6 +220,8 @@ def run_tau2(**kwargs) -> None:
 @click.option("--language", "languages", multiple=True, type=click.Choice(["en", "zh"]),
               help="Data language [default: en].")
 @click.option("--oracle", is_flag=True, help="Replay ACEBench's milestone calls instead of querying a model.")
+@click.option("--max-messages", type=int, default=40, show_default=True,
+              help="Messages per run (agent, execution and user turns), ACEBench's max_dialog_turns.")
 def run_acebench(**kwargs) -> None:
     """ACEBench agent tasks (multi_turn with an LLM user simulator, multi_step), on our implementation of its
     sandbox apps, scored by end-to-end (final state) and process (milestone) accuracy.
@@ -235,7 +239,7 @@ def run_acebench(**kwargs) -> None:
         model = "oracle"
         run_item = functools.partial(
             play.run_item, agent_for=lambda task, answer: play.Oracle(answer["mile_stone"]),
-            user_for=lambda task, lang: play.ScriptedUser(task["question"]))
+            user_for=lambda task, lang: play.ScriptedUser(task["question"]), max_messages=kwargs["max_messages"])
     else:
         asyncio.run(resolve_endpoints(config, users))
         model = config.model
@@ -246,7 +250,8 @@ def run_acebench(**kwargs) -> None:
                 LLMClient(users)
             return functools.partial(
                 play.run_item, agent_for=lambda task, answer: EndpointAgent(client, sampling),
-                user_for=lambda task, lang: play.LLMUser(user_client, task["question"], lang, user_params))
+                user_for=lambda task, lang: play.LLMUser(user_client, task["question"], lang, user_params),
+                max_messages=kwargs["max_messages"])
 
         run_item = WithClient(config, make)
     with item_source(options, inputs_given,

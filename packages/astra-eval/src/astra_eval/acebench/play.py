@@ -213,14 +213,14 @@ class ScriptedUser:
         return self.instruction if agent_text is None else "Please go on."
 
 
-async def run_item(item: dict, agent_for, user_for) -> dict:
+async def run_item(item: dict, agent_for, user_for, max_messages: int = MAX_MESSAGES) -> dict:
     lang, name = item["item_id"].split("/", 1)
     split = item["category"]
     tasks, answers = load(lang, split)
     task = tasks[name]
     agent = agent_for(task, answers[name])
     user = user_for(task, lang) if split == "multi_turn" else None
-    sandbox, run = await play(task, lang, split, agent, user, seed=item.get("seed"))
+    sandbox, run = await play(task, lang, split, agent, user, seed=item.get("seed"), max_messages=max_messages)
     verdict = score(lang, split, name, sandbox, run)
     details = {**verdict, "language": lang, "user_turns": run.user_turns, "finished": run.finished}
     return eval_result(item, success=verdict["end_to_end"], score=1.0 if verdict["end_to_end"] else 0.0,
