@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from astra_eval import benchenv
 
 HELPERS = Path(__file__).parent / "helpers"

@@ -62,28 +62,27 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
-def _as_integer(text: str) -> int | None:
-    cleaned = text.replace("$", "").replace("\\!", "").replace("{,}", "").strip()
-    cleaned = re.sub(r"\\(?:text|mathrm|textbf)\{([^}]*)\}", r"\1", cleaned)
-    found = _INTEGER.findall(cleaned)
-    if not found:
-        return None
-    value = found[-1].replace(",", "")
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return int(number) if number.is_integer() else None
+def _clean(text: str) -> str:
+    text = re.sub(r"\\(?:text|mathrm|textbf|mathbf)\{([^}]*)\}", r"\1", text)
+    for noise in ("$", "\\!", "{,}", "\\,", ","):
+        text = text.replace(noise, "")
+    return text.strip()
+
+
+def _integer(text: str) -> int | None:
+    """`text` as an integer if it is exactly one (17, 073, 17.0); else None."""
+    match = re.fullmatch(r"-?\d+(?:\.0+)?", text)
+    return int(float(match.group(0))) if match else None
 
 
 def extract_answer(text: str) -> int | None:
-    """The model's final answer: the integer in the last \\boxed{}, else the last integer in the text."""
+    """The model's final answer: the last \\boxed{} if there is one (an answer only if it holds an
+    integer), else the last integer in the text."""
     boxed = last_boxed(text)
     if boxed is not None:
-        value = _as_integer(boxed)
-        if value is not None:
-            return value
-    return _as_integer(text)
+        return _integer(_clean(boxed))
+    found = _INTEGER.findall(text)
+    return _integer(found[-1].replace(",", "")) if found else None
 
 
 def grade(texts: list[str], reference: str) -> list[dict]:

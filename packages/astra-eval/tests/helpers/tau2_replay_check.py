@@ -11,10 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from tau2_own_eval import tau2_rewards
-
 from astra_eval import tau2
 from astra_eval.results import make_item
+from tau2_own_eval import tau2_rewards
 
 limit, work = int(sys.argv[1]), Path(sys.argv[2])
 
