@@ -206,10 +206,10 @@ def bar_chart(runs: dict[str, Figures], path: str | Path) -> None:
     for ax, group in zip(axes[0], groups, strict=True):
         columns = _ordered(group, sorted({c for figs in runs.values() for (g, c) in figs if g == group}))
         for index, (name, figs) in enumerate(runs.items()):
-            values = [figs.get((group, c), 0.0) for c in columns]
+            values = [figs.get((group, c), float("nan")) for c in columns]  # a run without the figure: no bar
             positions = [i + (index - (len(runs) - 1) / 2) * width for i in range(len(columns))]
             bars = ax.bar(positions, values, width, label=name)
-            ax.bar_label(bars, fmt="%.1f", fontsize=7)
+            ax.bar_label(bars, labels=["" if v != v else f"{v:.1f}" for v in values], fontsize=7)
         ax.set_title(group)
         ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
         ax.set_ylim(0, 105)
