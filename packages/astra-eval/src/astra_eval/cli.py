@@ -118,7 +118,8 @@ def run_bfcl(**kwargs) -> None:
     categories = list(kwargs["categories"] or bfcl.CATEGORIES)
     seed = config.seed
     if kwargs["oracle"]:
-        drop, model = kwargs["oracle_drop_rate"], "oracle"
+        drop = kwargs["oracle_drop_rate"]
+        model = f"oracle-drop-{drop:g}" if drop else "oracle"
 
         def agent_for(entry, ground_truth):
             return bfcl.Oracle(entry, ground_truth, drop_rate=drop, seed=seed or 0)
@@ -152,16 +153,19 @@ def user_options(f: Callable) -> Callable:
 
 
 def user_config(config: LLMConfig, kwargs: dict) -> LLMConfig:
-    """The user simulator's LLM config: its own endpoint if given, else the agent's."""
-    base_url = kwargs.pop("user_base_url") or config.base_url
-    return LLMConfig(base_url=base_url, model=kwargs.pop("user_model"), api_key=kwargs.pop("user_api_key"),
+    """The user simulator's LLM config: its own endpoint if given, else (once resolved) the agent's."""
+    return LLMConfig(base_url=kwargs.pop("user_base_url"), model=kwargs.pop("user_model"),
+                     api_key=kwargs.pop("user_api_key"),
                      temperature=kwargs.pop("user_temperature"), max_tokens=kwargs.pop("user_max_tokens"),
                      timeout=config.timeout, max_retries=config.max_retries, concurrency=config.concurrency)
 
 
-async def resolve_endpoints(*configs: LLMConfig) -> None:
-    """Fill in base URLs (the embedded server when none is set) and model names, in place."""
-    for config in configs:
+async def resolve_endpoints(agent: LLMConfig, user: LLMConfig) -> None:
+    """Fill in base URLs and model names, in place: the agent's endpoint (the embedded server when none is
+    set), then the user's (the agent's endpoint when none is set)."""
+    for config in (agent, user):
+        if config is user and not user.base_url:
+            user.base_url, user.api_key = agent.base_url, user.api_key or agent.api_key
         async with LLMClient(config) as client:
             config.model = await client.model()
             config.base_url = client.config.base_url
@@ -192,7 +196,8 @@ def run_tau2(**kwargs) -> None:
     domains = list(kwargs["domains"] or tau2.DOMAINS)
     seed, steps = config.seed, {"max_steps": kwargs["max_steps"], "max_errors": kwargs["max_errors"]}
     if kwargs["oracle"]:
-        drop, model = kwargs["oracle_drop_rate"], "oracle"
+        drop = kwargs["oracle_drop_rate"]
+        model = f"oracle-drop-{drop:g}" if drop else "oracle"
 
         def simulate(domain, task, trial_seed):
             return tau2.simulate_oracle(domain, task, drop_rate=drop, seed=trial_seed, **steps)
