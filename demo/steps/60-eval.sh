@@ -6,8 +6,8 @@ mkdir -p "$OUT/eval/oracle" "$OUT/eval/oracle_drop" "$OUT/eval/seed0" "$OUT/eval
 # 1. Harness check, no model: replay each benchmark's ground truth through our adapters (every item scores 1),
 #    then a replay with 30% of the BFCL calls left out (scores drop, exactly as bfcl-eval's own runner says).
 astra-eval run bfcl --oracle --limit 5 -o "$OUT/eval/oracle/bfcl.jsonl"
-astra-eval run tau2 --oracle --domain airline --domain retail --limit 2 -o "$OUT/eval/oracle/tau2.jsonl"
-astra-eval run acebench --oracle --split multi_turn --limit 5 -o "$OUT/eval/oracle/acebench.jsonl"
+astra-eval run tau2 --oracle --domain airline --domain retail --limit 2 --trials 1 -o "$OUT/eval/oracle/tau2.jsonl"
+astra-eval run acebench --oracle --split multi_turn --limit 5 --trials 1 -o "$OUT/eval/oracle/acebench.jsonl"
 astra-eval run bfcl --oracle --oracle-drop-rate 0.3 --seed 1 --limit 5 -o "$OUT/eval/oracle_drop/bfcl.jsonl"
 astra-eval summary "$OUT/eval/oracle" "$OUT/eval/oracle_drop" | tee "$OUT/eval/oracle_summary.txt"
 
@@ -17,11 +17,11 @@ for seed in 0 1; do
   astra-eval run aime --year aime2024 --limit 1 --samples 2 --max-tokens 8 --seed "$seed" \
     -o "$OUT/eval/seed$seed/aime.jsonl"
 done
-astra-eval run acebench --split multi_step --limit 1 --max-messages 2 --max-tokens 8 --seed 0 \
+astra-eval run acebench --split multi_step --limit 1 --trials 1 --max-messages 2 --max-tokens 8 --seed 0 \
   -o "$OUT/eval/seed0/acebench.jsonl"
 astra-eval run bfcl --category base --ids multi_turn_base_100 --max-turns 1 --max-tokens 8 --seed 0 \
   -o "$OUT/eval/seed0/bfcl.jsonl"
-astra-eval run tau2 --domain retail --limit 1 --max-steps 3 --max-tokens 8 --user-max-tokens 8 --seed 0 \
+astra-eval run tau2 --domain retail --limit 1 --trials 1 --max-steps 3 --max-tokens 8 --user-max-tokens 8 --seed 0 \
   -o "$OUT/eval/seed0/tau2.jsonl"
 
 # 3. The paper-shaped summary, and the runs side by side with a bar chart.

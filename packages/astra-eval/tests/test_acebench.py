@@ -177,7 +177,7 @@ def test_multi_turn_run_against_an_endpoint_with_user_simulator(tmp_path, record
 @pytest.mark.slow
 def test_embedded_model_plays_acebench_tasks(tmp_path, llm_env):
     out = tmp_path / "embedded.jsonl"
-    cli("run", "acebench", "--limit", "1", "--max-messages", "3", "--max-tokens", "8", "--user-max-tokens", "8",
+    cli("run", "acebench", "--limit", "1", "--trials", "1", "--max-messages", "3", "--max-tokens", "8", "--user-max-tokens", "8",
         "-o", str(out))
     results = records(out)
     assert [r["category"] for r in results] == ["multi_turn", "multi_step"]

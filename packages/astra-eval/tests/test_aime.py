@@ -85,6 +85,7 @@ def test_concurrency_limits_requests_in_flight(tmp_path, recorded_llm):
 
 
 @pytest.mark.llm
+@pytest.mark.slow
 def test_embedded_model_answers_aime_samples(tmp_path, llm_env):
     out = tmp_path / "embedded.jsonl"
     cli("run", "aime", "--year", "aime2024", "--limit", "1", "--samples", "2", "--max-tokens", "8", "-o", str(out))

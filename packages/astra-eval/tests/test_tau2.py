@@ -12,8 +12,8 @@ from eval_helpers import cli, helper, records
 
 def test_ground_truth_replay_scores_100_and_imperfect_replay_scores_as_tau2s_own_tool(tmp_path):
     # One process in .venv-tau2 (importing tau2 is slow): replays through our adapter, then `tau2 evaluate-trajs`.
-    check = helper("tau2", "tau2_replay_check.py", "6", str(tmp_path))
-    assert len(check["oracle"]) == 12 and set(check["oracle"].values()) == {1.0}
+    check = helper("tau2", "tau2_replay_check.py", "4", str(tmp_path))
+    assert len(check["oracle"]) == 8 and set(check["oracle"].values()) == {1.0}
     for domain in ("airline", "retail"):
         assert check["drop"][domain] == check["tau2"][domain]
         assert 0.0 < sum(check["drop"][domain].values()) / len(check["drop"][domain]) < 1.0
@@ -23,7 +23,8 @@ def test_ground_truth_replay_scores_100_and_imperfect_replay_scores_as_tau2s_own
 def test_ground_truth_replay_scores_100_percent_on_every_airline_and_retail_task(tmp_path):
     # The command-line path of the same replay, on all 164 tasks (~3 minutes: tau2 scores ~1 s per task).
     out = tmp_path / "oracle.jsonl"
-    cli("run", "tau2", "--oracle", "--domain", "airline", "--domain", "retail", "--concurrency", "2", "-o", str(out))
+    cli("run", "tau2", "--oracle", "--domain", "airline", "--domain", "retail", "--trials", "1", "--concurrency", "2",
+        "-o", str(out))
     results = records(out)
     assert len(results) == 50 + 114
     assert all(r["success"] for r in results), [r["id"] for r in results if not r["success"]]
@@ -51,7 +52,7 @@ def test_agent_and_user_simulator_use_their_own_endpoints(tmp_path, recorded_llm
 @pytest.mark.slow
 def test_embedded_model_plays_a_tau2_task(tmp_path, llm_env):
     out = tmp_path / "embedded.jsonl"
-    cli("run", "tau2", "--domain", "retail", "--limit", "1", "--max-steps", "4", "--max-tokens", "8",
+    cli("run", "tau2", "--domain", "retail", "--limit", "1", "--trials", "1", "--max-steps", "4", "--max-tokens", "8",
         "--user-max-tokens", "8", "-o", str(out))
     (result,) = records(out)
     assert result["error"] is None
