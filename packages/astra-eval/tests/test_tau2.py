@@ -15,8 +15,9 @@ def test_ground_truth_replay_scores_100_and_imperfect_replay_scores_as_tau2s_own
     check = helper("tau2", "tau2_replay_check.py", "4", str(tmp_path))
     assert len(check["oracle"]) == 8 and set(check["oracle"].values()) == {1.0}
     for domain in ("airline", "retail"):
-        assert check["drop"][domain] == check["tau2"][domain]
-        assert 0.0 < sum(check["drop"][domain].values()) / len(check["drop"][domain]) < 1.0
+        assert check["drop"][domain] == check["tau2"][domain]  # reward by reward, as tau2's own tool scores them
+    dropped = [score for domain in check["drop"].values() for score in domain.values()]
+    assert 0.0 < sum(dropped) / len(dropped) < 1.0  # (leaving out a lookup changes no DB: some still pass)
 
 
 @pytest.mark.slow
