@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astra_core.llm import LLMClient, StructuredOutputError
+from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
 
 from astra_toolgraph import prompts
+from astra_toolgraph.replies import chains_from_text, json_or_text
 
 
 @dataclass
@@ -38,21 +39,23 @@ async def synthesize_chains(llm: LLMClient, server: dict, config: SynthesisConfi
     names = {t["function"]["name"] for t in server["tools"]}
     records, problems = [], []
     for request in range(config.requests):
-        try:
-            reply, _ = await llm.chat_json(prompts.chain_synthesis(server, config.chains_per_request),
-                                           prompts.CHAINS_SCHEMA, name="chains",
-                                           seed=None if seed is None else seed + request)
-        except StructuredOutputError as exc:
-            problems.append(f"reply {request}: {exc}")
-            continue
-        for index, proposal in enumerate(reply["chains"]):
+        reply, text = await json_or_text(llm, prompts.chain_synthesis(server, config.chains_per_request),
+                                         prompts.CHAINS_SCHEMA, "chains", seed=None if seed is None else seed + request)
+        if reply is not None:
+            proposals, parse = reply["chains"], "json"
+        else:
+            proposals, parse = [{"tools": c} for c in chains_from_text(text, names)], "text"
+            if not proposals:
+                problems.append(f"reply {request} is neither JSON nor lines naming tools: {text[:120]!r}")
+        for index, proposal in enumerate(proposals):
             tools, unknown = clean_chain(proposal.get("tools") or [], names, config.max_chain_length)
             if unknown:
                 problems.append(f"unknown tools {unknown}")
             if not tools:
                 continue
             records.append(chain_record(server["id"], tools, origin="llm", task=proposal.get("task") or None,
-                                        parent=server, salt=[request, index], unknown_tools=unknown or None))
+                                        parent=server, salt=[request, index], unknown_tools=unknown or None,
+                                        parse=parse))
     if not records:
         raise Rejected("no usable chain synthesized: " + ("; ".join(problems)[:500] or "empty replies"))
     return records

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_cha
 from astra_toolgraph.emulator import EmulatorConfig
 from astra_toolgraph.filtering import FilterConfig, filter_server
 from astra_toolgraph.graph import GraphConfig, build_graph
-from astra_toolgraph.mcp_client import ServerPool
+from astra_toolgraph.mcp_client import ServerPool, default_errlog
 from astra_toolgraph.normalize import SourceError, normalize_source
 from astra_toolgraph.rollout import TOOL_CHOICES, RolloutConfig, rollout
 from astra_toolgraph.stats import collect, plot, table
@@ -60,7 +59,7 @@ def server_of(record: dict, servers: dict[str, dict]) -> dict:
 def stderr_sink(path: str | None):
     """Where started MCP servers write their stderr: a file, or ours."""
     if path is None:
-        yield sys.stderr
+        yield default_errlog()
     else:
         with open(path, "a", encoding="utf-8") as handle:
             yield handle

@@ -39,6 +39,15 @@ class CallOutcome:
     structured: Any = None
 
 
+def default_errlog() -> IO[str]:
+    """Our stderr when it is a real file (a started server needs a file descriptor), else /dev/null."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+
 def _transport(spec: dict, errlog: IO[str]):
     kind = spec.get("kind")
     if kind == "stdio":
@@ -80,7 +89,7 @@ class McpConnection:
         self.transport = transport
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self.errlog = errlog or sys.stderr
+        self.errlog = errlog or default_errlog()
         self._client: Client | None = None
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()

@@ -95,12 +95,8 @@ def task_chain_coherence(server: dict, task: str, chain: list[str]) -> list[dict
     ]
 
 
-# -- §2.1.3 task construction -------------------------------------------------------------------
-QUESTIONS_SCHEMA = {
-    "type": "object",
-    "properties": {"questions": {"type": "array", "items": {"type": "string"}}},
-    "required": ["questions"],
-}
+# -- §2.1.3 task construction (replies are numbered lines: any model writes those) ----------------
+LIST_FORMAT = "Write each request on its own line, numbered 1., 2., ...; write nothing else."
 
 
 def chain_tasks(server: dict, chain: list[str], count: int, hint: str | None) -> list[dict]:
@@ -113,8 +109,7 @@ def chain_tasks(server: dict, chain: list[str], count: int, hint: str | None) ->
             f"Order: {' -> '.join(chain)}\n" + (f"It serves a task like: {hint}\n" if hint else "") +
             f"\nWrite {count} different requests a real user might send whose natural solution follows this "
             "workflow. Each must be self-contained: include the concrete values (names, paths, queries, dates) "
-            "the calls need, and must not name the tools. "
-            'Reply with JSON only: {"questions": ["..."]}')},
+            f"the calls need, and must not name the tools. {LIST_FORMAT}")},
     ]
 
 
@@ -125,12 +120,11 @@ def server_tasks(server: dict, count: int) -> list[dict]:
             f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
             f"Write {count} different, realistic requests that need these tools to be answered (they cannot be "
             "answered from general knowledge). Vary topics and wording; include the concrete values the tools "
-            'need; do not name the tools. Reply with JSON only: {"questions": ["..."]}')},
+            f"need; do not name the tools. {LIST_FORMAT}")},
     ]
 
 
 # -- §2.1.3 augmentation --------------------------------------------------------------------------
-REWRITE_SCHEMA = {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}
 INTENT_SCHEMA = {
     "type": "object",
     "properties": {"same_intent": {"type": "boolean"}, "reason": {"type": "string"}},
@@ -151,7 +145,7 @@ def augment(question: str, axis: str, persona: str | None, language: str) -> lis
         {"role": "system", "content": "You rewrite user requests for a tool-using assistant."},
         {"role": "user", "content": (
             f"Original request:\n{question}\n\n{instruction} Write it in the same language as the original "
-            f"(language code: {language}). Reply with JSON only: {{\"question\": \"...\"}}")},
+            f"(language code: {language}). Reply with the rewritten request only.")},
     ]
 
 

@@ -17,6 +17,7 @@ from astra_core.stage import Rejected
 
 from astra_toolgraph import prompts
 from astra_toolgraph.language import detect_language
+from astra_toolgraph.replies import questions_from_text
 
 PERSONAS = (
     "a novice who explains their situation at length and is unsure of the terms",
@@ -63,13 +64,10 @@ def _usable(questions: list, min_words: int) -> list[str]:
 
 
 async def _questions(llm: LLMClient, messages: list[dict], min_words: int, what: str) -> list[str]:
-    try:
-        reply, _ = await llm.chat_json(messages, prompts.QUESTIONS_SCHEMA, name="questions")
-    except StructuredOutputError as exc:
-        raise Rejected(f"{what}: no usable reply ({exc})") from None
-    questions = _usable(reply["questions"], min_words)
+    text = (await llm.chat(messages)).content
+    questions = _usable(questions_from_text(text, min_words), min_words)
     if not questions:
-        raise Rejected(f"{what}: the reply held no question of at least {min_words} words")
+        raise Rejected(f"{what}: the reply held no request of at least {min_words} words: {text[:160]!r}")
     return questions
 
 
@@ -118,13 +116,9 @@ async def augment_task(llm: LLMClient, task: dict, config: AugmentConfig) -> lis
 async def _rewrite(llm: LLMClient, question: str, axis: str, persona: str | None,
                    language: str) -> tuple[str | None, str | None]:
     """(rewritten question, None), or (None, why there is none)."""
-    try:
-        reply, _ = await llm.chat_json(prompts.augment(question, axis, persona, language), prompts.REWRITE_SCHEMA,
-                                       name="rewrite")
-    except StructuredOutputError as exc:
-        return None, f"no usable rewrite ({exc})"
-    text = reply["question"].strip()
-    return (text, None) if text else (None, "empty rewrite")
+    reply = await llm.chat(prompts.augment(question, axis, persona, language))
+    text = next(iter(questions_from_text(reply.content, 3)), "")  # the first request-like line
+    return (text, None) if text else (None, f"no usable rewrite in the reply {reply.content[:120]!r}")
 
 
 async def _intent_problem(llm: LLMClient, original: str, rewrite: str) -> str | None:
