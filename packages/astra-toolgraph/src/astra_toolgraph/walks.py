@@ -8,7 +8,7 @@ thousands of servers is a handful of numpy calls per step.
 A walk gets a target length drawn uniformly from [min_length, max_length] and stops earlier
 at a tool with no (unvisited) successor; walks shorter than min_length are dropped. With
 `acyclic`, the next tool is drawn among the unvisited successors, still proportionally to the
-weights (rejection with a few redraws, then an exact draw for the rare walker still blocked).
+weights (rejection with a few redraws, then an exact masked draw for the walkers still blocked).
 
 Randomness is drawn per graph from (seed, graph key), so a graph's walks do not depend on
 which other graphs share its batch, shard or run.
@@ -131,15 +131,21 @@ def _draw(cumulative: np.ndarray, lo: np.ndarray, hi: np.ndarray, u: np.ndarray)
     return np.clip(np.searchsorted(cumulative, target, side="right") - 1, lo, hi - 1)
 
 
-def _exact_unvisited(graph: CSRGraph, node: int, visited: np.ndarray, u: float) -> int:
-    """Next node among the unvisited successors of `node`, proportional to weight; -1 if none."""
+def _draw_unvisited(graph: CSRGraph, paths: np.ndarray, walkers: np.ndarray, t: int, u: np.ndarray) -> np.ndarray:
+    """For each walker, the next node among the unvisited successors of its current node, proportional to
+    weight (visited successors get weight 0); -1 where every successor was visited. Vectorized over walkers."""
+    node = paths[walkers, t - 1]
     lo, hi = graph.indptr[node], graph.indptr[node + 1]
-    successors, weights = graph.indices[lo:hi], graph.weights[lo:hi]
-    free = ~np.isin(successors, visited)
-    if not free.any():
-        return -1
-    cumulative = np.cumsum(weights[free])
-    return int(successors[free][min(np.searchsorted(cumulative, u * cumulative[-1], side="right"), free.sum() - 1)])
+    sizes = hi - lo
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    owner = np.repeat(np.arange(len(walkers)), sizes)
+    edge = lo[owner] + np.arange(starts[-1]) - starts[owner]
+    successor = graph.indices[edge]
+    visited = (paths[walkers[owner], :t] == successor[:, None]).any(axis=1)
+    cumulative = np.concatenate([[0.0], np.cumsum(np.where(visited, 0.0, graph.weights[edge]))])
+    chosen = _draw(cumulative, starts[:-1], starts[1:], u)
+    free = cumulative[starts[1:]] - cumulative[starts[:-1]] > 0
+    return np.where(free, successor[np.minimum(chosen, len(successor) - 1)], -1)
 
 
 def run_walks(graph: CSRGraph, plan: WalkPlan, acyclic: bool = False) -> np.ndarray:
@@ -181,9 +187,9 @@ def _avoid_visited(graph: CSRGraph, cumulative: np.ndarray, paths: np.ndarray, i
         lo, hi = graph.indptr[node], graph.indptr[node + 1]
         nxt[which] = graph.indices[_draw(cumulative, lo, hi, uniforms[idx[which], t, redraw])]
         blocked[which] = (paths[idx[which], :t] == nxt[which, None]).any(axis=1)
-    for i in np.flatnonzero(blocked):
-        walker = idx[i]
-        nxt[i] = _exact_unvisited(graph, int(paths[walker, t - 1]), paths[walker, :t], float(uniforms[walker, t, 0]))
+    if blocked.any():
+        which = np.flatnonzero(blocked)
+        nxt[which] = _draw_unvisited(graph, paths, idx[which], t, uniforms[idx[which], t, 0])
     return nxt
 
 
