@@ -1,0 +1,51 @@
+"""The whole path on real servers with the embedded local model (SmolLM2): mcp-server-sqlite and
+@modelcontextprotocol/server-filesystem started over stdio, normalized, filtered (mcp-server-time
+rejected), graphed, walked, verified, tasks written by the model, trajectories rolled out with real
+calls. Quality is not the point (a 135M model); the path is."""
+
+import json
+
+import pytest
+from conftest import filesystem_source, invoke, read_jsonl, sqlite_source, time_source, write_jsonl
+
+
+@pytest.mark.llm
+def test_pipeline_on_real_servers_with_the_embedded_model(llm_env, tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "notes.txt").write_text("buy milk\ncall Ana\n")
+    sources = write_jsonl(tmp_path / "sources.jsonl", [sqlite_source(tmp_path / "shop.db"), filesystem_source(files),
+                                                       time_source()])
+    log = tmp_path / "servers.log"
+    p = {name: tmp_path / f"{name}.jsonl" for name in ("servers", "kept", "rejects", "graphs", "walks", "verified",
+                                                       "picked", "tasks", "trajectories")}
+    invoke("normalize", sources, "-o", p["servers"], "--server-log", log)
+    invoke("filter", p["servers"], "-o", p["kept"], "--rejects", p["rejects"])
+    assert [(r["id"], r["reason"].split(":")[0]) for r in read_jsonl(p["rejects"])] == [("time", "fewer than 3 tools")]
+    invoke("graph", p["kept"], "-o", p["graphs"])
+    invoke("walk", p["graphs"], "--walks", 8, "--max-length", 3, "--seed", 1, "-o", p["walks"])
+    invoke("verify-chains", p["walks"], "--servers", p["kept"], "--no-coherence", "-o", p["verified"])
+    verified = read_jsonl(p["verified"])
+    first_per_server = {c["server_id"]: c for c in reversed(verified)}
+    assert set(first_per_server) == {"sqlite", "filesystem"}
+    write_jsonl(p["picked"], list(first_per_server.values()))
+
+    invoke("tasks", p["picked"], "--servers", p["kept"], "-o", p["tasks"], "--max-tokens", 40, "--temperature", 0)
+    tasks = read_jsonl(p["tasks"])
+    assert {t["server_id"] for t in tasks} == {"sqlite", "filesystem"}
+    assert all(t["origin"] == "chain" and t["question"] for t in tasks)
+
+    invoke("rollout", p["tasks"], "--servers", p["kept"], "-o", p["trajectories"], "--tool-choice", "first-required",
+           "--max-turns", 2, "--max-tokens", 24, "--temperature", 0, "--server-log", log)
+    trajectories = read_jsonl(p["trajectories"])
+    assert len(trajectories) == len(tasks)
+    for trajectory in trajectories:
+        meta = trajectory["meta"]["rollout"]
+        assert meta["backend"] == "mcp" and meta["tool_choice"]["forced_turns"][0] == 0
+        first_call = trajectory["messages"][2]["tool_calls"][0]
+        execution = meta["executions"][0]
+        assert execution["backend"] == "mcp" and execution["call_id"] == first_call["id"]
+        observation = next(m for m in trajectory["messages"] if m.get("tool_call_id") == first_call["id"])
+        assert observation["content"]  # answered by the real server (a result or its own error message)
+    summary = json.loads(invoke("stats", p["trajectories"], "--json").stdout)
+    assert summary["samples"] == len(trajectories) and summary["tool_calls"] >= len(trajectories)
