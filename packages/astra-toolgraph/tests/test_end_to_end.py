@@ -30,10 +30,13 @@ def test_pipeline_on_real_servers_with_the_embedded_model(llm_env, tmp_path):
     assert set(first_per_server) == {"sqlite", "filesystem"}
     write_jsonl(p["picked"], list(first_per_server.values()))
 
-    invoke("tasks", p["picked"], "--servers", p["kept"], "-o", p["tasks"], "--max-tokens", 40, "--temperature", 0)
+    task_rejects = tmp_path / "task_rejects.jsonl"
+    invoke("tasks", p["picked"], "--servers", p["kept"], "-o", p["tasks"], "--max-tokens", 40, "--temperature", 0,
+           "--rejects", task_rejects)
     tasks = read_jsonl(p["tasks"])
-    assert {t["server_id"] for t in tasks} == {"sqlite", "filesystem"}
-    assert all(t["origin"] == "chain" and t["question"] for t in tasks)
+    # The tiny model may write no usable request for a chain: that chain is rejected with the reply, never lost.
+    assert tasks and len(tasks) + len(read_jsonl(task_rejects)) == 2
+    assert all(t["origin"] == "chain" and t["question"] and t["server_id"] in first_per_server for t in tasks)
 
     invoke("rollout", p["tasks"], "--servers", p["kept"], "-o", p["trajectories"], "--tool-choice", "first-required",
            "--max-turns", 2, "--max-tokens", 24, "--temperature", 0, "--server-log", log)

@@ -4,7 +4,7 @@ import math
 from collections import Counter
 
 import numpy as np
-from astra_toolgraph.walks import CSRGraph, WalkConfig, plan_walks, run_walks, walk_graphs
+from astra_toolgraph.walks import CSRGraph, WalkConfig, as_lists, plan_walks, run_walks, walk_graphs
 from conftest import invoke, read_jsonl, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,7 +35,7 @@ def edge_set(graph: CSRGraph) -> set[tuple[int, int]]:
 @settings(max_examples=150, deadline=None)
 @given(graph=graphs(), config=configs())
 def test_walks_are_bounded_paths_along_edges(graph, config):
-    (walks,) = walk_graphs([graph], ["g"], config)
+    walks = as_lists(walk_graphs([graph], ["g"], config)[0])
     edges = edge_set(graph)
     for nodes, count in walks:
         assert count == 1
@@ -60,19 +60,19 @@ def test_a_walk_stops_early_only_at_a_dead_end(graph, config):
 @settings(max_examples=40, deadline=None)
 @given(first=graphs(), second=graphs(), config=configs())
 def test_a_graphs_walks_do_not_depend_on_its_batch(first, second, config):
-    alone = walk_graphs([first], ["first"], config)[0]
-    together = walk_graphs([second, first], ["second", "first"], config)[1]
+    alone = as_lists(walk_graphs([first], ["first"], config)[0])
+    together = as_lists(walk_graphs([second, first], ["second", "first"], config)[1])
     assert alone == together
 
 
 def test_same_seed_same_walks_and_dedup_counts_add_up():
     graph = CSRGraph.from_edges(3, [0, 1, 2], [1, 2, 0], [1.0, 1.0, 1.0])
     config = WalkConfig(walks=50, min_length=2, max_length=3, seed=7)
-    first, again = walk_graphs([graph], ["g"], config), walk_graphs([graph], ["g"], config)
+    first, again = as_lists(walk_graphs([graph], ["g"], config)[0]), as_lists(walk_graphs([graph], ["g"], config)[0])
     assert first == again
-    assert sum(count for _, count in first[0]) == 50
-    assert len({tuple(nodes) for nodes, _ in first[0]}) == len(first[0])
-    other = walk_graphs([graph], ["g"], WalkConfig(walks=50, min_length=2, max_length=3, seed=8))
+    assert sum(count for _, count in first) == 50
+    assert len({tuple(nodes) for nodes, _ in first}) == len(first)
+    other = as_lists(walk_graphs([graph], ["g"], WalkConfig(walks=50, min_length=2, max_length=3, seed=8))[0])
     assert other != first
 
 
@@ -92,7 +92,8 @@ def test_step_frequencies_follow_the_edge_weights():
         for u in rng.choice([x for x in range(n) if x != v], size=3, replace=False):
             src.append(v), dst.append(int(u)), weight.append(float(rng.uniform(0.2, 5.0)))
     graph = CSRGraph.from_edges(n, src, dst, weight)
-    (walks,) = walk_graphs([graph], ["g"], WalkConfig(walks=20000, min_length=2, max_length=6, seed=3, dedup=False))
+    walks = as_lists(walk_graphs([graph], ["g"], WalkConfig(walks=20000, min_length=2, max_length=6, seed=3,
+                                                           dedup=False))[0])
     transitions = Counter((a, b) for nodes, _ in walks for a, b in zip(nodes, nodes[1:], strict=False))
     for v in range(n):
         lo, hi = graph.indptr[v], graph.indptr[v + 1]

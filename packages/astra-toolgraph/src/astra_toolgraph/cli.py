@@ -30,7 +30,7 @@ from astra_toolgraph.rollout import TOOL_CHOICES, RolloutConfig, rollout
 from astra_toolgraph.stats import collect, plot, table
 from astra_toolgraph.tasks import AXES, AugmentConfig, TaskConfig, augment_task, chain_tasks, server_tasks
 from astra_toolgraph.verify import VerifyConfig, verify_chain
-from astra_toolgraph.walks import CSRGraph, WalkConfig, walk_graphs
+from astra_toolgraph.walks import CSRGraph, WalkConfig, as_lists, walk_graphs
 
 
 @click.group()
@@ -208,7 +208,7 @@ def _walk_batch(stage: Stage, graphs: list[dict], config: WalkConfig) -> None:
     if not graphs:
         return
     results = walk_graphs([CSRGraph.from_record(g) for g in graphs], [g["server_id"] for g in graphs], config)
-    for graph, walked in zip(graphs, results, strict=True):
+    for graph, walked in zip(graphs, map(as_lists, results), strict=True):
         if not walked:
             stage.reject(graph, f"no walk of at least {config.min_length} tools (too few edges)")
             continue

@@ -10,8 +10,9 @@ at a tool with no (unvisited) successor; walks shorter than min_length are dropp
 `acyclic`, the next tool is drawn among the unvisited successors, still proportionally to the
 weights (rejection with a few redraws, then an exact masked draw for the walkers still blocked).
 
-Randomness is drawn per graph from (seed, graph key), so a graph's walks do not depend on
-which other graphs share its batch, shard or run.
+Randomness is counter-based: every uniform a walker uses is a hash of (seed, graph key, walker
+index, slot), so a graph's walks do not depend on which other graphs share its batch, shard or run,
+and a whole batch draws its randomness in one vectorized call.
 """
 
 from __future__ import annotations
@@ -92,37 +93,64 @@ def block_diagonal(graphs: list[CSRGraph]) -> tuple[CSRGraph, np.ndarray]:
     return CSRGraph(indptr.astype(np.int64), indices.astype(np.int64), weights.astype(np.float64)), offsets[:-1]
 
 
-def graph_rng(seed: int, key: str) -> np.random.Generator:
-    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-    return np.random.default_rng([seed, int.from_bytes(digest, "big")])
+def graph_key(seed: int, key: str) -> int:
+    digest = hashlib.blake2b(f"{seed}\x00{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a bijective scramble of uint64 counters (wrapping arithmetic)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def uniforms(keys: np.ndarray, walkers: np.ndarray, slots: int) -> np.ndarray:
+    """Counter-based uniforms in [0, 1): row i holds `slots` values fixed by (keys[i], walkers[i]) alone."""
+    counters = walkers.astype(np.uint64)[:, None] * np.uint64(slots) + np.arange(slots, dtype=np.uint64)[None, :]
+    with np.errstate(over="ignore"):
+        bits = _mix(_mix(keys.astype(np.uint64))[:, None] ^ counters)
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 @dataclass
 class WalkPlan:
-    """Per-walker start nodes, target lengths and pre-drawn uniforms (shape: walkers x steps x draws)."""
+    """Per-walker start nodes, target lengths and uniforms (shape: walkers x steps x draws)."""
 
     starts: np.ndarray
     lengths: np.ndarray
     uniforms: np.ndarray
 
 
-def plan_walks(graph: CSRGraph, config: WalkConfig, key: str = "") -> WalkPlan:
-    """Starts, lengths and randomness for `config.walks` walks on one graph, from (seed, key)."""
-    rng = graph_rng(config.seed, key)
+def plan_batch(graph: CSRGraph, offsets: np.ndarray, keys: list[str], config: WalkConfig) -> tuple[WalkPlan, np.ndarray]:
+    """`config.walks` walks for each block of a block-diagonal graph (block i starts at node offsets[i]),
+    randomness fixed by (config.seed, keys[i], walker index). Returns the plan and the walkers per block."""
     draws = 1 + (REDRAWS if config.acyclic else 0)
     degree = graph.out_degree()
     candidates = np.flatnonzero(degree > 0) if config.min_length > 1 else np.arange(graph.num_nodes)
-    if len(candidates) == 0 or config.walks == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return WalkPlan(empty, empty, np.zeros((0, config.max_length, draws)))
+    ends = np.append(offsets[1:], graph.num_nodes)
+    first, last = np.searchsorted(candidates, offsets), np.searchsorted(candidates, ends)
+    walkers = np.where(last > first, config.walks, 0).astype(np.int64)
+    block = np.repeat(np.arange(len(offsets)), walkers)
+    local = np.arange(len(block)) - np.repeat(np.cumsum(walkers) - walkers, walkers)
+    key_values = np.array([graph_key(config.seed, k) for k in keys], dtype=np.uint64)
+    u = uniforms(key_values[block], local, config.max_length * draws + 2)
+    lo, hi = first[block], last[block]
     if config.start == "weighted" and config.min_length > 1:
-        weight = graph.out_weight()[candidates]
-        starts = rng.choice(candidates, size=config.walks, p=weight / weight.sum())
+        cumulative = np.concatenate([[0.0], np.cumsum(graph.out_weight()[candidates])])
+        pick = _draw(cumulative, lo, hi, u[:, 0])
     else:
-        starts = rng.choice(candidates, size=config.walks)
-    lengths = rng.integers(config.min_length, config.max_length + 1, size=config.walks)
-    uniforms = rng.random((config.walks, config.max_length, draws))
-    return WalkPlan(starts.astype(np.int64), lengths.astype(np.int64), uniforms)
+        pick = np.minimum(lo + (u[:, 0] * (hi - lo)).astype(np.int64), hi - 1)
+    span = config.max_length - config.min_length + 1
+    lengths = config.min_length + np.minimum((u[:, 1] * span).astype(np.int64), span - 1)
+    steps = u[:, 2:].reshape(len(block), config.max_length, draws)
+    return WalkPlan(candidates[pick].astype(np.int64), lengths, steps), walkers
+
+
+def plan_walks(graph: CSRGraph, config: WalkConfig, key: str = "") -> WalkPlan:
+    """The plan of one graph's walks (as it is inside any batch)."""
+    return plan_batch(graph, np.zeros(1, dtype=np.int64), [key], config)[0]
 
 
 def _draw(cumulative: np.ndarray, lo: np.ndarray, hi: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -193,29 +221,31 @@ def _avoid_visited(graph: CSRGraph, cumulative: np.ndarray, paths: np.ndarray, i
     return nxt
 
 
-def walk_graphs(graphs: list[CSRGraph], keys: list[str], config: WalkConfig) -> list[list[tuple[list[int], int]]]:
-    """For each graph: its kept walks as (node list, times drawn), all graphs walked together."""
-    plans = [plan_walks(g, config, key) for g, key in zip(graphs, keys, strict=True)]
+def walk_graphs(graphs: list[CSRGraph], keys: list[str], config: WalkConfig) -> list[tuple[np.ndarray, np.ndarray]]:
+    """All graphs walked together. For each graph: its kept walks (rows of node ids, -1 after the end; distinct
+    rows when `config.dedup`, in order of first appearance) and how often each was drawn."""
     combined, offsets = block_diagonal(graphs)
-    owner = np.concatenate([np.full(len(p.starts), i) for i, p in enumerate(plans)] or [np.zeros(0, np.int64)])
-    merged = WalkPlan(np.concatenate([p.starts + offsets[i] for i, p in enumerate(plans)] or [np.zeros(0, np.int64)]),
-                      np.concatenate([p.lengths for p in plans] or [np.zeros(0, np.int64)]),
-                      np.concatenate([p.uniforms for p in plans]) if plans else np.zeros((0, 1, 1)))
-    paths = run_walks(combined, merged, config.acyclic)
-    lengths = (paths >= 0).sum(axis=1)
-    results: list[list[tuple[list[int], int]]] = []
+    plan, sizes = plan_batch(combined, offsets, keys, config)
+    paths = run_walks(combined, plan, config.acyclic)
+    keep = (paths >= 0).sum(axis=1) >= config.min_length
+    paths = np.where(paths >= 0, paths - np.repeat(offsets, sizes)[:, None], -1)  # back to each graph's node ids
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    results = []
     for i in range(len(graphs)):
-        mine = paths[(owner == i) & (lengths >= config.min_length)] - offsets[i]
-        mine[mine < 0] = -1  # keep the padding marker after shifting
-        results.append(_collect(mine, config.dedup))
+        mine = paths[bounds[i]:bounds[i + 1]][keep[bounds[i]:bounds[i + 1]]]
+        results.append(_deduplicate(mine) if config.dedup else (mine, np.ones(len(mine), dtype=np.int64)))
     return results
 
 
-def _collect(paths: np.ndarray, dedup: bool) -> list[tuple[list[int], int]]:
+def _deduplicate(paths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(paths) == 0:
-        return []
-    if not dedup:
-        return [([int(n) for n in row if n >= 0], 1) for row in paths]
+        return paths, np.zeros(0, dtype=np.int64)
     unique, first, counts = np.unique(paths, axis=0, return_index=True, return_counts=True)
     order = np.argsort(first)  # in order of first appearance
-    return [([int(n) for n in unique[j] if n >= 0], int(counts[j])) for j in order]
+    return unique[order], counts[order]
+
+
+def as_lists(walked: tuple[np.ndarray, np.ndarray]) -> list[tuple[list[int], int]]:
+    """One graph's walks as (node list, times drawn) pairs."""
+    paths, counts = walked
+    return [([int(n) for n in row if n >= 0], int(c)) for row, c in zip(paths, counts, strict=True)]
