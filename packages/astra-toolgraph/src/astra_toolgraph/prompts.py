@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 
 
+def chat(system: str, user: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def tool_lines(tools: list[dict], *, with_parameters: bool = True) -> str:
     """One line per tool: name, description and (optionally) its arguments."""
     lines = []
@@ -40,15 +44,12 @@ CHAINS_SCHEMA = {
 
 
 def chain_synthesis(server: dict, count: int) -> list[dict]:
-    return [
-        {"role": "system", "content": "You design realistic multi-step tasks for tool-using assistants."},
-        {"role": "user", "content": (
-            f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
-            f"Write {count} different tasks a user of this server could ask for, each with the chain of tools "
-            "(in call order) that solves it. Use only the tool names above. Order the tools so that every "
-            "call's required arguments come from the task itself or from the results of earlier calls.\n"
-            'Reply with JSON only: {"chains": [{"task": "...", "tools": ["tool_a", "tool_b"]}]}')},
-    ]
+    return chat("You design realistic multi-step tasks for tool-using assistants.", (
+        f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
+        f"Write {count} different tasks a user of this server could ask for, each with the chain of tools "
+        "(in call order) that solves it. Use only the tool names above. Order the tools so that every "
+        "call's required arguments come from the task itself or from the results of earlier calls.\n"
+        'Reply with JSON only: {"chains": [{"task": "...", "tools": ["tool_a", "tool_b"]}]}'))
 
 
 # -- §2.1.2 verification: task-chain coherence (appendix A.3, Example Prompt 1) -------------------
@@ -67,32 +68,26 @@ COHERENCE_SCHEMA = {
 def chain_to_query(server: dict, chain: list[str]) -> list[dict]:
     """Is a tool chain meaningful, and what user request does it serve? (paper Example Prompt 1)."""
     tools = json.dumps([t["function"] for t in server["tools"]], ensure_ascii=False)
-    return [
-        {"role": "system", "content": "You are a helpful AI assistant."},
-        {"role": "user", "content": (
-            f"You have the following tools:\n{tools}\n\n"
-            f"These tools are designed for the following scenario:\n{server.get('description') or server['name']}\n\n"
-            "I will provide you with a tool invocation chain (the sequence of tool calls). Your task is:\n"
-            "1. Determine whether this tool invocation chain is meaningful and valid (whether it can accomplish "
-            "a reasonable task).\n"
-            "2. If it is meaningful, extract the original user intent or query corresponding to this chain.\n"
-            "3. Output the result strictly in this JSON format: "
-            '{"valid": true, "query": "Check the weather in Beijing."}\n'
-            "valid: whether the chain is valid; query: the user's request, empty if invalid. "
-            "Do not include any extra explanation.\n\n"
-            f"Input:\n<ToolInvocationChain>{json.dumps(chain)}</ToolInvocationChain>\n\nOutput:")},
-    ]
+    return chat("You are a helpful AI assistant.", (
+        f"You have the following tools:\n{tools}\n\n"
+        f"These tools are designed for the following scenario:\n{server.get('description') or server['name']}\n\n"
+        "I will provide you with a tool invocation chain (the sequence of tool calls). Your task is:\n"
+        "1. Determine whether this tool invocation chain is meaningful and valid (whether it can accomplish "
+        "a reasonable task).\n"
+        "2. If it is meaningful, extract the original user intent or query corresponding to this chain.\n"
+        "3. Output the result strictly in this JSON format: "
+        '{"valid": true, "query": "Check the weather in Beijing."}\n'
+        "valid: whether the chain is valid; query: the user's request, empty if invalid. "
+        "Do not include any extra explanation.\n\n"
+        f"Input:\n<ToolInvocationChain>{json.dumps(chain)}</ToolInvocationChain>\n\nOutput:"))
 
 
 def task_chain_coherence(server: dict, task: str, chain: list[str]) -> list[dict]:
-    return [
-        {"role": "system", "content": "You check whether a plan of tool calls fits a user's task."},
-        {"role": "user", "content": (
-            f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
-            f"Task: {task}\nPlanned tool calls, in order: {' -> '.join(chain)}\n\n"
-            "Is the task well posed and sensible, and does this sequence of calls plausibly solve it? "
-            'Reply with JSON only: {"coherent": true, "reason": "..."}')},
-    ]
+    return chat("You check whether a plan of tool calls fits a user's task.", (
+        f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
+        f"Task: {task}\nPlanned tool calls, in order: {' -> '.join(chain)}\n\n"
+        "Is the task well posed and sensible, and does this sequence of calls plausibly solve it? "
+        'Reply with JSON only: {"coherent": true, "reason": "..."}'))
 
 
 # -- §2.1.3 task construction (replies are numbered lines: any model writes those) ----------------
@@ -101,27 +96,21 @@ LIST_FORMAT = "Write each request on its own line, numbered 1., 2., ...; write n
 
 def chain_tasks(server: dict, chain: list[str], count: int, hint: str | None) -> list[dict]:
     chain_tools = [t for name in chain for t in server["tools"] if t["function"]["name"] == name]
-    return [
-        {"role": "system", "content": "You write realistic requests that users send to a tool-using assistant."},
-        {"role": "user", "content": (
-            f"{server_header(server)}\nThe assistant has {len(server['tools'])} tools. This workflow of "
-            f"{len(chain)} calls is known to work:\n{tool_lines(chain_tools)}\n"
-            f"Order: {' -> '.join(chain)}\n" + (f"It serves a task like: {hint}\n" if hint else "") +
-            f"\nWrite {count} different requests a real user might send whose natural solution follows this "
-            "workflow. Each must be self-contained: include the concrete values (names, paths, queries, dates) "
-            f"the calls need, and must not name the tools. {LIST_FORMAT}")},
-    ]
+    return chat("You write realistic requests that users send to a tool-using assistant.", (
+        f"{server_header(server)}\nThe assistant has {len(server['tools'])} tools. This workflow of "
+        f"{len(chain)} calls is known to work:\n{tool_lines(chain_tools)}\n"
+        f"Order: {' -> '.join(chain)}\n" + (f"It serves a task like: {hint}\n" if hint else "") +
+        f"\nWrite {count} different requests a real user might send whose natural solution follows this "
+        "workflow. Each must be self-contained: include the concrete values (names, paths, queries, dates) "
+        f"the calls need, and must not name the tools. {LIST_FORMAT}"))
 
 
 def server_tasks(server: dict, count: int) -> list[dict]:
-    return [
-        {"role": "system", "content": "You write realistic requests that users send to a tool-using assistant."},
-        {"role": "user", "content": (
-            f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
-            f"Write {count} different, realistic requests that need these tools to be answered (they cannot be "
-            "answered from general knowledge). Vary topics and wording; include the concrete values the tools "
-            f"need; do not name the tools. {LIST_FORMAT}")},
-    ]
+    return chat("You write realistic requests that users send to a tool-using assistant.", (
+        f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
+        f"Write {count} different, realistic requests that need these tools to be answered (they cannot be "
+        "answered from general knowledge). Vary topics and wording; include the concrete values the tools "
+        f"need; do not name the tools. {LIST_FORMAT}"))
 
 
 # -- §2.1.3 augmentation --------------------------------------------------------------------------
@@ -141,22 +130,16 @@ AXES = {
 
 def augment(question: str, axis: str, persona: str | None, language: str) -> list[dict]:
     instruction = AXES[axis].format(persona=persona or "")
-    return [
-        {"role": "system", "content": "You rewrite user requests for a tool-using assistant."},
-        {"role": "user", "content": (
-            f"Original request:\n{question}\n\n{instruction} Write it in the same language as the original "
-            f"(language code: {language}). Reply with the rewritten request only.")},
-    ]
+    return chat("You rewrite user requests for a tool-using assistant.", (
+        f"Original request:\n{question}\n\n{instruction} Write it in the same language as the original "
+        f"(language code: {language}). Reply with the rewritten request only."))
 
 
 def intent_check(original: str, rewrite: str) -> list[dict]:
-    return [
-        {"role": "system", "content": "You compare two user requests."},
-        {"role": "user", "content": (
-            f"Original: {original}\nRewrite: {rewrite}\n\nDoes the rewrite keep the original's intent and "
-            "logical requirements (it may add detail or constraints, but not change the goal)? "
-            'Reply with JSON only: {"same_intent": true, "reason": "..."}')},
-    ]
+    return chat("You compare two user requests.", (
+        f"Original: {original}\nRewrite: {rewrite}\n\nDoes the rewrite keep the original's intent and "
+        "logical requirements (it may add detail or constraints, but not change the goal)? "
+        'Reply with JSON only: {"same_intent": true, "reason": "..."}'))
 
 
 # -- §2.1.4 rollout and the tool emulator ---------------------------------------------------------
@@ -170,16 +153,13 @@ def emulate_call(server: dict, tool: dict, arguments: dict, history: list[dict])
     past = "\n".join(f"{i + 1}. {h['name']}({json.dumps(h['arguments'], ensure_ascii=False)}) -> {h['output']}"
                      for i, h in enumerate(history)) or "(no earlier calls)"
     output = tool.get("output_schema")
-    return [
-        {"role": "system", "content": (
-            "You emulate a tool server. Given a tool's documentation and a call, reply with the output the real "
-            "tool would return: realistic, specific, and consistent with every earlier call and output of this "
-            "session (an entity created earlier exists; values read earlier do not change unless a call "
-            "changed them). Reply with the output only, as JSON.")},
-        {"role": "user", "content": (
-            f"{server_header(server)}\nTool: {function['name']}: {function.get('description', '')}\n"
-            f"Arguments schema: {json.dumps(function.get('parameters'), ensure_ascii=False)}\n" +
-            (f"Output schema: {json.dumps(output, ensure_ascii=False)}\n" if output else "") +
-            f"Earlier calls in this session:\n{past}\n\n"
-            f"Call: {function['name']}({json.dumps(arguments, ensure_ascii=False)})\nOutput:")},
-    ]
+    return chat((
+        "You emulate a tool server. Given a tool's documentation and a call, reply with the output the real "
+        "tool would return: realistic, specific, and consistent with every earlier call and output of this "
+        "session (an entity created earlier exists; values read earlier do not change unless a call "
+        "changed them). Reply with the output only, as JSON."), (
+        f"{server_header(server)}\nTool: {function['name']}: {function.get('description', '')}\n"
+        f"Arguments schema: {json.dumps(function.get('parameters'), ensure_ascii=False)}\n" +
+        (f"Output schema: {json.dumps(output, ensure_ascii=False)}\n" if output else "") +
+        f"Earlier calls in this session:\n{past}\n\n"
+        f"Call: {function['name']}({json.dumps(arguments, ensure_ascii=False)})\nOutput:"))
