@@ -22,12 +22,13 @@ def sqlite_source(db_path: Path, name: str = "sqlite") -> dict:
                                                    str(db_path)]}
 
 
-def filesystem_source(root: Path) -> dict:
+def filesystem_source(root: Path, tools: list[str] | None = None) -> dict:
     command = ROOT / "node_modules" / ".bin" / "mcp-server-filesystem"
     if not command.exists() or shutil.which("node") is None:
         pytest.fail("npm MCP servers missing: run scripts/setup (it runs `npm ci` when node is present)")
-    return {"name": "filesystem", "domain": "files", "description": "Read and write files in one directory.",
-            "command": str(command), "args": [str(root)]}
+    source = {"name": "filesystem", "domain": "files", "description": "Read and write files in one directory.",
+              "command": str(command), "args": [str(root)]}
+    return {**source, "include_tools": tools} if tools else source
 
 
 def time_source() -> dict:

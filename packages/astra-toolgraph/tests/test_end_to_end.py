@@ -14,8 +14,10 @@ def test_pipeline_on_real_servers_with_the_embedded_model(llm_env, tmp_path):
     files = tmp_path / "files"
     files.mkdir()
     (files / "notes.txt").write_text("buy milk\ncall Ana\n")
-    sources = write_jsonl(tmp_path / "sources.jsonl", [sqlite_source(tmp_path / "shop.db"), filesystem_source(files),
-                                                       time_source()])
+    # The filesystem server exposes four of its tools here: every tool schema is in the prompt of every turn,
+    # and the embedded model runs on a shared 2-core CPU.
+    filesystem = filesystem_source(files, tools=["list_directory", "read_text_file", "write_file", "get_file_info"])
+    sources = write_jsonl(tmp_path / "sources.jsonl", [sqlite_source(tmp_path / "shop.db"), filesystem, time_source()])
     log = tmp_path / "servers.log"
     p = {name: tmp_path / f"{name}.jsonl" for name in ("servers", "kept", "rejects", "graphs", "walks", "verified",
                                                        "picked", "tasks", "trajectories")}
@@ -31,7 +33,7 @@ def test_pipeline_on_real_servers_with_the_embedded_model(llm_env, tmp_path):
     write_jsonl(p["picked"], list(first_per_server.values()))
 
     task_rejects = tmp_path / "task_rejects.jsonl"
-    invoke("tasks", p["picked"], "--servers", p["kept"], "-o", p["tasks"], "--max-tokens", 40, "--temperature", 0,
+    invoke("tasks", p["picked"], "--servers", p["kept"], "-o", p["tasks"], "--max-tokens", 32, "--temperature", 0,
            "--rejects", task_rejects)
     tasks = read_jsonl(p["tasks"])
     # The tiny model may write no usable request for a chain: that chain is rejected with the reply, never lost.
@@ -39,7 +41,7 @@ def test_pipeline_on_real_servers_with_the_embedded_model(llm_env, tmp_path):
     assert all(t["origin"] == "chain" and t["question"] and t["server_id"] in first_per_server for t in tasks)
 
     invoke("rollout", p["tasks"], "--servers", p["kept"], "-o", p["trajectories"], "--tool-choice", "first-required",
-           "--max-turns", 2, "--max-tokens", 24, "--temperature", 0, "--server-log", log)
+           "--max-turns", 2, "--max-tokens", 16, "--temperature", 0, "--server-log", log)
     trajectories = read_jsonl(p["trajectories"])
     assert len(trajectories) == len(tasks)
     for trajectory in trajectories:

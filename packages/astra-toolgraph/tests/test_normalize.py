@@ -126,3 +126,15 @@ def test_an_unreachable_server_is_a_reject_not_a_crash(tmp_path):
     assert result.stdout == ""
     reasons = [r["reason"] for r in read_jsonl(rejects)]
     assert len(reasons) == 2 and "source: cannot tell the source format" in reasons[1]
+
+
+def test_a_source_can_expose_only_some_tools():
+    calendar = next(s for s in invoke_samples() if s.get("id") == "calendar")
+    (server,) = asyncio.run(normalize_source({**calendar, "include_tools": ["list_events", "get_event", "nope"],
+                                              "exclude_tools": ["get_event"]}))
+    assert [t["function"]["name"] for t in server["tools"]] == ["list_events"]
+
+
+def invoke_samples():
+    import json
+    return [json.loads(line) for line in invoke("samples").stdout.splitlines()]

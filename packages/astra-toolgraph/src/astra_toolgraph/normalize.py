@@ -314,9 +314,23 @@ async def from_mcp(source: dict, *, timeout_s: float = 60.0, errlog: IO[str] | N
     return records
 
 
+def select_tools(server: dict, include: list[str] | None, exclude: list[str] | None) -> dict:
+    """Keep only the tools a source exposes (`include_tools`), minus `exclude_tools`."""
+    if include is None and not exclude:
+        return server
+    keep = [t for t in server["tools"] if (include is None or t["function"]["name"] in include)
+            and t["function"]["name"] not in (exclude or [])]
+    return {**server, "tools": keep}
+
+
 async def normalize_source(source: dict, *, timeout_s: float = 60.0, errlog: IO[str] | None = None) -> list[dict]:
-    """All tool_server records (without provenance) one source describes."""
+    """All tool_server records (without provenance) one source describes.
+
+    Any source may name the tools to expose: `"include_tools": [...]` and/or `"exclude_tools": [...]`.
+    """
     fmt = detect_format(source)
     if fmt == "mcp":
-        return await from_mcp(source, timeout_s=timeout_s, errlog=errlog)
-    return {"astra": from_astra, "openai": from_openai, "bfcl": from_bfcl, "openapi": from_openapi}[fmt](source)
+        servers = await from_mcp(source, timeout_s=timeout_s, errlog=errlog)
+    else:
+        servers = {"astra": from_astra, "openai": from_openai, "bfcl": from_bfcl, "openapi": from_openapi}[fmt](source)
+    return [select_tools(s, source.get("include_tools"), source.get("exclude_tools")) for s in servers]
