@@ -1,6 +1,6 @@
 import json
 
-from astra_toolgraph.stats import collect, plot, table
+from astra_toolgraph.stats import collect, table
 from conftest import invoke, write_jsonl
 from matplotlib.image import imread
 
@@ -26,6 +26,7 @@ def test_summary_counts_messages_calls_roles_and_tools():
     assert summary["unique_tools"] == 2 and summary["failed_tool_calls"] == 1
     text = table(stats)
     assert "messages per sample (mean / median / max)  9.67 / 9 / 17" in text
+    assert "samples                                    0" in table(collect([]))
 
 
 def test_stats_command_prints_a_table_and_writes_pngs(tmp_path):
@@ -39,7 +40,3 @@ def test_stats_command_prints_a_table_and_writes_pngs(tmp_path):
         assert image.shape[0] > 100 and image.shape[1] > 100
     as_json = json.loads(invoke("stats", data, "--json").stdout)
     assert as_json["samples"] == 2 and as_json["tool_calls"] == 3
-
-
-def test_plot_handles_an_empty_dataset(tmp_path):
-    assert len(plot(collect([]), tmp_path)) == 4
