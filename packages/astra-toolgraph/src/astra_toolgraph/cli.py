@@ -225,13 +225,16 @@ def _walk_batch(stage: Stage, graphs: list[dict], config: WalkConfig) -> None:
 @click.option("--dependency/--no-dependency", default=True, show_default=True, help="LLM-free dependency check.")
 @click.option("--coherence/--no-coherence", default=True, show_default=True, help="LLM task-chain coherence check.")
 @click.option("--match-threshold", type=float, default=0.5, show_default=True)
+@click.option("--attempts", type=int, default=3, show_default=True,
+              help="Judge replies tried per chain before an unparseable verdict rejects it.")
 @report_errors
 def verify_chains(server_files: tuple[str, ...], dependency: bool, coherence: bool, match_threshold: float,
-                  **kwargs) -> None:
+                  attempts: int, **kwargs) -> None:
     """tool_chain -> tool_chain: dependency and coherence checks; failures go to --rejects."""
     options, config = stage_options_from(kwargs), llm_config_from(kwargs)
     servers = load_servers(server_files)
-    verify = VerifyConfig(dependency=dependency, coherence=coherence, match_threshold=match_threshold)
+    verify = VerifyConfig(dependency=dependency, coherence=coherence, match_threshold=match_threshold,
+                          attempts=attempts)
     with Stage("astra-toolgraph verify-chains", options, in_kind="tool_chain", out_kind="tool_chain",
                model=config.model if coherence else None) as stage:
         if coherence:
@@ -284,8 +287,11 @@ def tasks(server_files: tuple[str, ...], per_chain: int, per_server: int, **kwar
 @click.option("--keep-original/--no-keep-original", default=True, show_default=True)
 @click.option("--language-check/--no-language-check", default=True, show_default=True)
 @click.option("--intent-check/--no-intent-check", default=True, show_default=True)
+@click.option("--attempts", type=int, default=3, show_default=True,
+              help="Intent-check replies tried before an unparseable verdict drops the rewrite.")
 @report_errors
-def augment(axes: str, keep_original: bool, language_check: bool, intent_check: bool, **kwargs) -> None:
+def augment(axes: str, keep_original: bool, language_check: bool, intent_check: bool, attempts: int,
+            **kwargs) -> None:
     """task -> task: the originals plus rewrites along diversity, complexity and persona."""
     options, config = stage_options_from(kwargs), llm_config_from(kwargs)
     chosen = tuple(a.strip() for a in axes.split(",") if a.strip())
@@ -293,7 +299,7 @@ def augment(axes: str, keep_original: bool, language_check: bool, intent_check: 
     if unknown:
         raise click.BadParameter(f"unknown axes {unknown}; choose from {', '.join(AXES)}")
     augment_config = AugmentConfig(axes=chosen, keep_original=keep_original, check_language=language_check,
-                                   check_intent=intent_check, seed=config.seed or 0)
+                                   check_intent=intent_check, seed=config.seed or 0, attempts=attempts)
     with Stage("astra-toolgraph augment", options, in_kind="task", out_kind="task", model=config.model,
                seed=config.seed) as stage:
         run_llm_stage(stage, config, lambda llm: lambda task: augment_task(llm, task, augment_config))

@@ -45,6 +45,7 @@ class AugmentConfig:
     check_intent: bool = True  # drop a rewrite an LLM judges to change the intent
     personas: tuple[str, ...] = field(default=PERSONAS)
     seed: int = 0
+    attempts: int = 3  # intent-check replies tried before an unparseable verdict drops the rewrite
 
 
 def task_record(parent: dict, server_id: str, question: str, *, origin: str, chain: list[str] | None,
@@ -97,7 +98,7 @@ async def augment_task(llm: LLMClient, task: dict, config: AugmentConfig) -> lis
         if problem is None and candidate == task["question"].strip():
             problem = "the rewrite is identical to the original"
         if problem is None and config.check_intent:
-            problem = await _intent_problem(llm, task["question"], candidate)
+            problem = await _intent_problem(llm, task["question"], candidate, config.attempts)
         if problem:
             dropped.append({"axis": axis, "question": candidate, "reason": problem})
             continue
@@ -121,9 +122,10 @@ async def _rewrite(llm: LLMClient, question: str, axis: str, persona: str | None
     return (text, None) if text else (None, f"no usable rewrite in the reply {reply.content[:120]!r}")
 
 
-async def _intent_problem(llm: LLMClient, original: str, rewrite: str) -> str | None:
+async def _intent_problem(llm: LLMClient, original: str, rewrite: str, attempts: int) -> str | None:
     try:
-        verdict, _ = await llm.chat_json(prompts.intent_check(original, rewrite), prompts.INTENT_SCHEMA, name="intent")
+        verdict, _ = await llm.chat_json(prompts.intent_check(original, rewrite), prompts.INTENT_SCHEMA, name="intent",
+                                         attempts=attempts)
     except StructuredOutputError as exc:
         return f"intent check unusable ({exc})"
     return None if verdict["same_intent"] else f"intent changed: {verdict.get('reason', '')}"

@@ -36,6 +36,7 @@ class VerifyConfig:
     dependency: bool = True  # run the LLM-free dependency check
     coherence: bool = True  # run the LLM task-chain coherence check
     match_threshold: float = MATCH_THRESHOLD
+    attempts: int = 3  # judge replies tried (an unparseable one is shown the error) before the chain is rejected
 
 
 def dependency_check(server: dict, chain: list[str], task: str | None,
@@ -71,15 +72,15 @@ def _earlier_source(by_name: dict, earlier: list[str], param, threshold: float) 
     return where
 
 
-async def coherence_check(llm: LLMClient, server: dict, chain: list[str], task: str | None) -> dict:
+async def coherence_check(llm: LLMClient, server: dict, chain: list[str], task: str | None, attempts: int = 3) -> dict:
     """{"ok", "method", ...}: the judge's verdict, or the back-translated query for a chain without a task."""
     try:
         if task:
             verdict, _ = await llm.chat_json(prompts.task_chain_coherence(server, task, chain),
-                                             prompts.COHERENCE_SCHEMA, name="coherence")
+                                             prompts.COHERENCE_SCHEMA, name="coherence", attempts=attempts)
             return {"ok": bool(verdict["coherent"]), "method": "judge", "reason": verdict.get("reason", "")}
         verdict, _ = await llm.chat_json(prompts.chain_to_query(server, chain), prompts.BACK_TRANSLATION_SCHEMA,
-                                         name="back_translation")
+                                         name="back_translation", attempts=attempts)
     except StructuredOutputError as exc:
         raise Rejected(f"coherence: the judge's reply is unusable ({exc})") from None
     query = (verdict.get("query") or "").strip()
@@ -99,7 +100,7 @@ async def verify_chain(llm: LLMClient | None, chain: dict, server: dict, config:
     if config.coherence:
         if llm is None:
             raise ValueError("the coherence check needs an LLM client")
-        verdict = await coherence_check(llm, server, chain["tools"], task)
+        verdict = await coherence_check(llm, server, chain["tools"], task, config.attempts)
         verification["coherence"] = verdict
         if not verdict["ok"]:
             raise Rejected("coherence: " + (verdict.get("reason") or "the chain serves no sensible task"))
