@@ -25,16 +25,16 @@ python -c "import json,sys; [print(' rejected', r['id'] + ':', r['reason']) for 
 # 2. Chains: LLM (task, chain) synthesis for one doc-only server; graph = chain pair counts + schema edges.
 grep '"id":"order-desk"' "$TG/servers.jsonl" > "$TG/order-desk.jsonl"
 astra-toolgraph synthesize-chains "$TG/order-desk.jsonl" -o "$TG/chains.llm.jsonl" \
-  --rejects "$TG/chains.llm.rejects.jsonl" --temperature 0 --max-tokens 96
+  --rejects "$TG/chains.llm.rejects.jsonl" --temperature 0 --max-tokens 64
 astra-toolgraph graph "$TG/servers.jsonl" --chains "$TG/chains.llm.jsonl" -o "$TG/graphs.jsonl" \
   --rejects "$TG/graphs.rejects.jsonl"
 astra-toolgraph walk "$TG/graphs.jsonl" --walks 16 --min-length 2 --max-length 4 --acyclic --seed 0 \
   -o "$TG/walks.jsonl"
 
-# 3. Verification: the LLM-free dependency check on every walk; coherence (LLM) on a few.
+# 3. Verification: the LLM-free dependency check on every walk; coherence (LLM back-translation) on one.
 astra-toolgraph verify-chains "$TG/walks.jsonl" --servers "$TG/servers.jsonl" --no-coherence \
   -o "$TG/chains.verified.jsonl" --rejects "$TG/chains.verified.rejects.jsonl"
-head -n 2 "$TG/chains.verified.jsonl" | astra-toolgraph verify-chains --servers "$TG/servers.jsonl" \
+head -n 1 "$TG/chains.verified.jsonl" | astra-toolgraph verify-chains --servers "$TG/servers.jsonl" --attempts 1 \
   -o "$TG/chains.coherent.jsonl" --rejects "$TG/chains.coherent.rejects.jsonl" "${LLM[@]}"
 
 # 4. Tasks: chain-conditioned (one verified chain of sqlite, filesystem and order-desk) and server-only (calendar).
@@ -51,7 +51,7 @@ open(f"{tg}/tasks.input.jsonl", "w").writelines([*chains.values(), *servers])
 PY
 astra-toolgraph tasks "$TG/tasks.input.jsonl" --servers "$TG/servers.jsonl" --per-chain 1 --per-server 1 \
   -o "$TG/tasks.jsonl" --rejects "$TG/tasks.rejects.jsonl" "${LLM[@]}"
-head -n 1 "$TG/tasks.jsonl" | astra-toolgraph augment -o "$TG/tasks.augmented.jsonl" "${LLM[@]}" --max-tokens 40
+head -n 1 "$TG/tasks.jsonl" | astra-toolgraph augment --attempts 1 -o "$TG/tasks.augmented.jsonl" "${LLM[@]}"
 cat "$TG/tasks.jsonl" <(tail -n +2 "$TG/tasks.augmented.jsonl") > "$TG/tasks.all.jsonl"
 
 # 5. Scoring (astra-reward's task judge, paper Eq. 1). The tiny judge rarely returns the JSON asked for: its
@@ -68,7 +68,7 @@ fi
 # 6. Trajectories: real calls on sqlite/filesystem, the stateful emulator (20% injected failures) elsewhere.
 astra-toolgraph rollout "$TG/tasks.scored.jsonl" --servers "$TG/servers.jsonl" --tool-choice first-required \
   --max-turns 3 --failure-rate 0.2 --emulator-max-tokens 48 --server-log "$TG/mcp-servers.log" \
-  -o "$TG/trajectories.jsonl" --rejects "$TG/trajectories.rejects.jsonl" --temperature 0 --max-tokens 32
+  -o "$TG/trajectories.jsonl" --rejects "$TG/trajectories.rejects.jsonl" --temperature 0 --max-tokens 24
 python - "$TG/trajectories.jsonl" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
