@@ -54,19 +54,20 @@ astra-toolgraph tasks "$TG/tasks.input.jsonl" --servers "$TG/servers.jsonl" --pe
 head -n 1 "$TG/tasks.jsonl" | astra-toolgraph augment --attempts 1 -o "$TG/tasks.augmented.jsonl" "${LLM[@]}"
 cat "$TG/tasks.jsonl" <(tail -n +2 "$TG/tasks.augmented.jsonl") > "$TG/tasks.all.jsonl"
 
-# 5. Scoring (astra-reward's task judge, paper Eq. 1). The tiny judge rarely returns the JSON asked for: its
-#    unscored tasks fail any threshold, so the rollout below takes the scored (unfiltered) tasks.
-if astra-reward judge-task --help >/dev/null 2>&1; then
-  astra-reward judge-task "$TG/tasks.all.jsonl" --servers "$TG/servers.jsonl" -o "$TG/tasks.scored.jsonl" "${LLM[@]}"
-  astra-reward judge-task "$TG/tasks.scored.jsonl" --servers "$TG/servers.jsonl" --min-score 0.6 \
-    -o "$TG/tasks.kept.jsonl" --rejects "$TG/tasks.kept.rejects.jsonl" "${LLM[@]}"
+# 5. Scoring: astra-reward's task judge with thresholds (paper Eq. 1). The tiny judge rarely returns the JSON
+#    it is asked for and an unscored task fails the thresholds: when none passes, the rollout below takes the
+#    judged-and-rejected tasks so that the last stages still have input.
+astra-reward judge-task "$TG/tasks.all.jsonl" --servers "$TG/servers.jsonl" --min-score 0.6 --attempts 1 \
+  -o "$TG/tasks.scored.jsonl" --rejects "$TG/tasks.scored.rejects.jsonl" "${LLM[@]}"
+if [ -s "$TG/tasks.scored.jsonl" ]; then
+  cp "$TG/tasks.scored.jsonl" "$TG/tasks.rollout.jsonl"
 else
-  echo " (astra-reward judge-task not installed: tasks go unscored)"
-  cp "$TG/tasks.all.jsonl" "$TG/tasks.scored.jsonl"
+  python -c "import json,sys; [print(json.dumps(json.loads(l)['record'])) for l in open(sys.argv[1])]" \
+    "$TG/tasks.scored.rejects.jsonl" > "$TG/tasks.rollout.jsonl"
 fi
 
 # 6. Trajectories: real calls on sqlite/filesystem, the stateful emulator (20% injected failures) elsewhere.
-astra-toolgraph rollout "$TG/tasks.scored.jsonl" --servers "$TG/servers.jsonl" --tool-choice first-required \
+astra-toolgraph rollout "$TG/tasks.rollout.jsonl" --servers "$TG/servers.jsonl" --tool-choice first-required \
   --max-turns 3 --failure-rate 0.2 --emulator-max-tokens 48 --server-log "$TG/mcp-servers.log" \
   -o "$TG/trajectories.jsonl" --rejects "$TG/trajectories.rejects.jsonl" --temperature 0 --max-tokens 24
 python - "$TG/trajectories.jsonl" <<'PY'
