@@ -97,20 +97,17 @@ LIST_FORMAT = "Write each request on its own line, numbered 1., 2., ...; write n
 def chain_tasks(server: dict, chain: list[str], count: int, hint: str | None) -> list[dict]:
     chain_tools = [t for name in chain for t in server["tools"] if t["function"]["name"] == name]
     return chat("You write realistic requests that users send to a tool-using assistant.", (
-        f"{server_header(server)}\nThe assistant has {len(server['tools'])} tools. This workflow of "
-        f"{len(chain)} calls is known to work:\n{tool_lines(chain_tools)}\n"
-        f"Order: {' -> '.join(chain)}\n" + (f"It serves a task like: {hint}\n" if hint else "") +
-        f"\nWrite {count} different requests a real user might send whose natural solution follows this "
-        "workflow. Each must be self-contained: include the concrete values (names, paths, queries, dates) "
-        f"the calls need, and must not name the tools. {LIST_FORMAT}"))
+        f"{server_header(server)}\nWorkflow: {' -> '.join(chain)}\n{tool_lines(chain_tools, with_parameters=False)}\n"
+        + (f"It serves a task like: {hint}\n" if hint else "") +
+        f"\nWrite {count} realistic request(s) a user might send whose solution follows this workflow. Include "
+        f"the concrete values the calls need (names, paths, queries, dates); do not name the tools. {LIST_FORMAT}"))
 
 
 def server_tasks(server: dict, count: int) -> list[dict]:
     return chat("You write realistic requests that users send to a tool-using assistant.", (
-        f"{server_header(server)}\nTools:\n{tool_lines(server['tools'])}\n\n"
-        f"Write {count} different, realistic requests that need these tools to be answered (they cannot be "
-        "answered from general knowledge). Vary topics and wording; include the concrete values the tools "
-        f"need; do not name the tools. {LIST_FORMAT}"))
+        f"{server_header(server)}\nTools:\n{tool_lines(server['tools'], with_parameters=False)}\n\n"
+        f"Write {count} realistic request(s) a user might send to an assistant with these tools: requests that "
+        f"need the tools, with the concrete values they need. {LIST_FORMAT}"))
 
 
 # -- §2.1.3 augmentation --------------------------------------------------------------------------
