@@ -18,10 +18,10 @@ from astra_core.jsonl import read_jsonl
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
 
+from astra_qaenv.answers import contains_answer
 from astra_qaenv.mixing import MixingConfig, ToolPool, dedup_tools, distractors, shuffled_tools
 from astra_qaenv.prompts import SYSTEM_PROMPT
 from astra_qaenv.trace import by_level, dag_levels, step_id
-from astra_qaenv.verify import contains_answer
 
 
 @dataclass

@@ -95,7 +95,7 @@ def plot(summary: dict, outdir: str | Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
     names = list(summary["scenario_types"])
-    ax.pie([summary["scenario_types"][n] for n in names], labels=names, autopct="%1.1f%%", startangle=90)
+    _pie(ax, [summary["scenario_types"][n] for n in names], names)
     ax.set_title("Scenario types")
     save(fig, "scenario_types.png")
 
@@ -113,8 +113,16 @@ def plot(summary: dict, outdir: str | Path) -> list[Path]:
 
     share = summary["parallelizable_step_share"]
     fig, ax = plt.subplots(figsize=(4.5, 3.6))
-    ax.pie([share, 1 - share], labels=["parallelizable", "serial"], autopct="%1.1f%%", startangle=90,
-           colors=["#DD8452", "#8172B3"])
+    _pie(ax, [share, 1 - share] if summary["sub_questions"] else [], ["parallelizable", "serial"],
+         colors=["#DD8452", "#8172B3"])
     ax.set_title("Steps by execution")
     save(fig, "parallelizable.png")
     return written
+
+
+def _pie(ax, values: list, labels: list[str], **kwargs) -> None:
+    if not sum(values):
+        ax.text(0.5, 0.5, "no data", ha="center", va="center")
+        ax.axis("off")
+        return
+    ax.pie(values, labels=labels, autopct="%1.1f%%", startangle=90, **kwargs)

@@ -1,35 +1,18 @@
 """Sandbox verification: run tool calls against environment code in astra-sandbox and check answers.
 
 A call is verified when the tool's observation *contains* the expected sub-answer (paper §2.2.3:
-"a sub-environment is considered successful if the execution result contains the target answer").
-Containment ignores case, Unicode width forms, runs of whitespace and thousands separators.
+"a sub-environment is considered successful if the execution result contains the target answer"),
+matched as in `astra_qaenv.answers`.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 import sys
-import unicodedata
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from astra_sandbox import SandboxConfig, SessionPool
-
-
-def normalize_text(text: str) -> str:
-    text = unicodedata.normalize("NFKC", str(text)).casefold()
-    text = re.sub(r"(?<=\d)[,_](?=\d{3}(?!\d))", "", text)  # 709,000 -> 709000
-    return " ".join(text.split())
-
-
-def contains_answer(observation: str, answer: str) -> bool:
-    """Does the observation contain the answer (normalized)? An empty answer never matches."""
-    expected = normalize_text(answer).strip(" .\"'")
-    if not expected:
-        return False
-    seen = normalize_text(observation)
-    return expected in seen or expected in seen.replace('\\"', '"')
+from astra_qaenv.answers import contains_answer
 
 
 @dataclass
@@ -112,7 +95,9 @@ class VerifierConfig:
     workers: int = 2  # warm sandbox workers
     extra: dict = field(default_factory=dict)  # any other SandboxConfig field
 
-    def sandbox(self) -> SandboxConfig:
+    def sandbox(self):
+        from astra_sandbox import SandboxConfig
+
         return SandboxConfig(jail=self.jail, call_timeout_s=self.call_timeout_s, memory_mb=self.memory_mb,
                              wall_time_s=max(10.0, self.call_timeout_s * 4), **self.extra)
 
@@ -127,9 +112,11 @@ class Verifier:
     def __init__(self, config: VerifierConfig | None = None):
         self.config = config or VerifierConfig()
         self._stack = ExitStack()
-        self._pool: SessionPool | None = None
+        self._pool = None  # astra_sandbox.SessionPool while entered
 
     def __enter__(self) -> Verifier:
+        from astra_sandbox import SessionPool
+
         self._pool = self._stack.enter_context(SessionPool(size=self.config.workers, config=self.config.sandbox()))
         return self
 
