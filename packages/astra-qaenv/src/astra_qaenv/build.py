@@ -51,7 +51,8 @@ def slim_instance(instance: dict) -> dict:
 def assemble(subenvs: list[dict], verifier: Verifier) -> tuple[str, list[dict]]:
     """Compose the module and verify every call against it; Rejected when any call fails."""
     code = compose_module(subenvs)
-    checks = verifier.check(code, calls_of(subenvs))
+    calls = sorted(calls_of(subenvs), key=lambda c: (0, c.sub_id, "") if isinstance(c.sub_id, int) else (1, 0, str(c.sub_id)))
+    checks = verifier.check(code, calls)
     if not all_ok(checks):
         raise Rejected("composed environment: " + failures(checks))
     return code, [check.verified() for check in checks]

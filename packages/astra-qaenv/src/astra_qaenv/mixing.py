@@ -77,27 +77,37 @@ def unit_rows(vectors) -> np.ndarray:
 
 
 def normalized_similarity(similarity: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Eq. 26 for the given rows of a similarity matrix (or of S = E E^T passed as rows x M).
+    """Eq. 26: each row min-max normalized over its entries j != i (i = that row's index in `rows`).
 
-    `similarity` has one row per index in `rows` (the tool i whose self-similarity is excluded).
+    `similarity` has one row per tool in `rows` and one column per pool tool (S = E[rows] E^T).
     A row whose other similarities are all equal normalizes to 0.
     """
-    similarity = np.asarray(similarity, dtype=np.float32)
+    normalized = np.array(similarity, dtype=np.float32)  # a copy: normalized in place below
     rows = np.asarray(rows)
-    self_mask = np.zeros(similarity.shape, dtype=bool)
-    self_mask[np.arange(len(rows)), rows] = True
-    low = np.where(self_mask, np.inf, similarity).min(axis=1, keepdims=True)
-    high = np.where(self_mask, -np.inf, similarity).max(axis=1, keepdims=True)
+    diagonal = (np.arange(len(rows)), rows)
+    itself = normalized[diagonal].copy()
+    normalized[diagonal] = np.inf
+    low = normalized.min(axis=1, keepdims=True)
+    normalized[diagonal] = -np.inf
+    high = normalized.max(axis=1, keepdims=True)
+    normalized[diagonal] = itself
     span = high - low
-    return (similarity - low) / np.where(span > 0, span, 1.0)
+    normalized -= low
+    normalized /= np.where(span > 0, span, 1.0)
+    return normalized
 
 
 def band_masks(normalized: np.ndarray, eligible: np.ndarray, config: MixingConfig) -> np.ndarray:
     """(3, rows, M) membership of every candidate in the high / medium / low band (Eq. 27)."""
-    high = normalized > config.high
-    low = normalized < config.low
-    med = ~high & ~low
-    return np.stack([high, med, low]) & eligible
+    masks = np.empty((3, *normalized.shape), dtype=bool)
+    high, med, low = masks
+    np.greater(normalized, config.high, out=high)
+    np.less(normalized, config.low, out=low)
+    np.logical_or(high, low, out=med)
+    np.logical_not(med, out=med)
+    for band in masks:
+        np.logical_and(band, eligible, out=band)
+    return masks
 
 
 def eligible_mask(pool: ToolPool, in_scope: list[int], domains: Iterable[str]) -> np.ndarray:
@@ -166,12 +176,15 @@ def shuffled_tools(own: list[dict], extra: list[dict], seed) -> list[dict]:
 
 # -- banding every tool of a pool at once (used by benchmarks/mixing.py) ---------------------------
 
-def band_all(embeddings: np.ndarray, domain_codes: np.ndarray, config: MixingConfig, *, block: int = 1024,
+def band_all(embeddings: np.ndarray, domain_codes: np.ndarray, config: MixingConfig, *, block: int = 512,
              seed: int = 0) -> np.ndarray:
     """For every tool i, up to K sampled candidates per band: (M, 3, K) int32 indices, -1 padded.
 
-    Blocked matrix products: S for `block` rows at a time, Eq. 26 normalization, same-domain exclusion,
-    banding, and uniform sampling without replacement by keeping the K smallest random keys per band.
+    Blocked matrix products: S for `block` rows at a time, Eq. 26 normalization, same-domain exclusion
+    and banding as array operations. Sampling keeps, per row and band, the K members with the smallest
+    uniform random keys (a uniform K-subset) without sorting whole rows: only members whose key falls
+    below a per-row cut-off expected to admit ~4K of them are sorted; the rare row where fewer than K
+    pass is redone exactly.
     """
     count = len(embeddings)
     rng = np.random.default_rng(seed)
@@ -183,12 +196,27 @@ def band_all(embeddings: np.ndarray, domain_codes: np.ndarray, config: MixingCon
         masks = band_masks(normalized, eligible, config)
         keys = rng.random(normalized.shape, dtype=np.float32)
         for b in range(3):
-            banded = np.where(masks[b], keys, np.inf)
-            k = min(config.k, count)
-            picks = np.argpartition(banded, k - 1, axis=1)[:, :k]
-            valid = np.isfinite(np.take_along_axis(banded, picks, axis=1))
-            out[rows, b, :k] = np.where(valid, picks, -1)
+            out[rows, b] = _k_smallest_members(masks[b], keys, config.k)
     return out
+
+
+def _k_smallest_members(mask: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the column indices of the (up to) k members of `mask` with the smallest keys, -1 padded."""
+    sizes = mask.sum(axis=1)
+    cutoff = np.minimum(1.0, 4.0 * k / np.maximum(sizes, 1)).astype(np.float32)
+    r, c = np.nonzero(mask & (keys < cutoff[:, None]))
+    order = np.lexsort((keys[r, c], r))
+    r, c = r[order], c[order]
+    starts = np.searchsorted(r, np.arange(len(mask)))
+    rank = np.arange(len(r)) - starts[r]
+    picks = np.full((len(mask), k), -1, dtype=np.int32)
+    keep = rank < k
+    picks[r[keep], rank[keep]] = c[keep]
+    short = np.flatnonzero((picks >= 0).sum(axis=1) < np.minimum(sizes, k))
+    for row in short:  # fewer than k under the cut-off (rare): take them exactly
+        members = np.flatnonzero(mask[row])
+        picks[row, : min(k, len(members))] = members[np.argsort(keys[row, members])[:k]]
+    return picks
 
 
 def band_all_loop(embeddings: np.ndarray, domain_codes: np.ndarray, config: MixingConfig, *, seed: int = 0) -> np.ndarray:
