@@ -65,7 +65,8 @@ def compose_module(subenvs: list[dict]) -> str:
             defined |= names
             continue
         namespace = f"_subenv_{index}"
-        parts.append(f"{namespace} = {{'__name__': {namespace!r}}}\n"
+        # The namespace shares the module's __name__, so its functions count as the module's own tools.
+        parts.append(f"{namespace} = {{'__name__': __name__}}\n"
                      f"exec(compile({code!r}, '<sub-environment {index}: {exposed}>', 'exec'), {namespace})\n"
                      f"{exposed} = {namespace}[{impl!r}]\n")
         defined |= {namespace, exposed}
