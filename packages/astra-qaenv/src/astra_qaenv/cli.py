@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from contextlib import ExitStack
 from importlib.resources import files
 
 import click
@@ -61,6 +62,21 @@ def verifier_config_from(kwargs: dict) -> VerifierConfig:
                           memory_mb=kwargs.pop("memory_mb"), workers=kwargs.pop("sandbox_workers"))
 
 
+def run_llm_stage(command: str, options, config, fn, *, in_kind: str | None, out_kind: str,
+                  verifier: VerifierConfig | None = None) -> None:
+    """Run `fn(record, llm, verifier, stage)` over a stage's records with one LLM client (and sandbox pool)."""
+    with Stage(command, options, in_kind=in_kind, out_kind=out_kind, model=config.model,
+               seed=config.seed) as stage, ExitStack() as stack:
+        checker = stack.enter_context(Verifier(verifier)) if verifier else None
+
+        async def run() -> None:
+            async with LLMClient(config) as llm:
+                await stage.arun(lambda record: fn(record, llm, checker, stage), concurrency=config.concurrency)
+                stage.stats["llm"] = str(llm.usage)
+
+        asyncio.run(run())
+
+
 def synth_options(f):
     for option in reversed([
         click.option("--attempts", type=int, default=3, show_default=True,
@@ -89,22 +105,15 @@ def synthesize(**kwargs):
     options, config = stage_options_from(kwargs), llm_config_from(kwargs)
     synth = SynthesisConfig(mode=kwargs["mode"], min_hops=kwargs["min_hops"], max_hops=kwargs["max_hops"],
                             count=kwargs["count"], attempts=kwargs["attempts"])
-    with Stage("astra-qaenv synthesize", options, out_kind="qa_instance", model=config.model,
-               seed=config.seed) as stage:
-        async def run() -> None:
-            async with LLMClient(config) as llm:
-                async def one(row: dict) -> list[dict]:
-                    kept, dropped = await synthesize_row(llm, row, synth)
-                    for record, reason in dropped:
-                        stage.reject(record, reason)
-                    if not kept:
-                        raise Rejected(f"all {len(dropped)} instance(s) the LLM wrote were dropped (see their rejects)")
-                    return kept
+    async def one(row: dict, llm, verifier, stage) -> list[dict]:
+        kept, dropped = await synthesize_row(llm, row, synth)
+        for record, reason in dropped:
+            stage.reject(record, reason)
+        if not kept:
+            raise Rejected(f"all {len(dropped)} instance(s) the LLM wrote were dropped (see their rejects)")
+        return kept
 
-                await stage.arun(one, concurrency=config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
-
-        asyncio.run(run())
+    run_llm_stage("astra-qaenv synthesize", options, config, one, in_kind=None, out_kind="qa_instance")
 
 
 @main.command()
@@ -171,14 +180,9 @@ def validate_command(**kwargs):
     if checks.judge:
         from astra_reward.judges import judge_qa
 
-    with Stage("astra-qaenv validate", options, in_kind="qa_instance", out_kind="qa_instance",
-               model=config.model) as stage:
-        async def run() -> None:
-            async with LLMClient(config) as llm:
-                await stage.arun(lambda r: validate_instance(r, llm, checks, judge_qa), concurrency=config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
-
-        asyncio.run(run())
+    run_llm_stage("astra-qaenv validate", options, config,
+                  lambda record, llm, _, __: validate_instance(record, llm, checks, judge_qa),
+                  in_kind="qa_instance", out_kind="qa_instance")
 
 
 @main.command("build-env")
@@ -195,14 +199,9 @@ def build_env(**kwargs):
     options, config, vconfig = stage_options_from(kwargs), llm_config_from(kwargs), verifier_config_from(kwargs)
     build = BuildConfig(source=kwargs["source"], synth=EnvSynthConfig(
         attempts=kwargs["attempts"], scaling=kwargs["scaling"], json_attempts=kwargs["json_attempts"]))
-    with Stage("astra-qaenv build-env", options, in_kind="qa_instance", out_kind="environment",
-               model=config.model) as stage, Verifier(vconfig) as verifier:
-        async def run() -> None:
-            async with LLMClient(config) as llm:
-                await stage.arun(lambda r: build_environment(r, llm, verifier, build), concurrency=config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
-
-        asyncio.run(run())
+    run_llm_stage("astra-qaenv build-env", options, config,
+                  lambda record, llm, verifier, _: build_environment(record, llm, verifier, build),
+                  in_kind="qa_instance", out_kind="environment", verifier=vconfig)
 
 
 @main.command("merge")
@@ -219,14 +218,9 @@ def merge_command(**kwargs):
     options, config, vconfig = stage_options_from(kwargs), llm_config_from(kwargs), verifier_config_from(kwargs)
     merge = MergeConfig(grouping=kwargs["grouping"], seed=kwargs["merge_seed"], synth=EnvSynthConfig(
         attempts=kwargs["attempts"], json_attempts=kwargs["json_attempts"]))
-    with Stage("astra-qaenv merge", options, in_kind="environment", out_kind="environment",
-               model=config.model) as stage, Verifier(vconfig) as verifier:
-        async def run() -> None:
-            async with LLMClient(config) as llm:
-                await stage.arun(lambda r: merge_environment(r, llm, verifier, merge), concurrency=config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
-
-        asyncio.run(run())
+    run_llm_stage("astra-qaenv merge", options, config,
+                  lambda record, llm, verifier, _: merge_environment(record, llm, verifier, merge),
+                  in_kind="environment", out_kind="environment", verifier=vconfig)
 
 
 # -- export and statistics -------------------------------------------------------------------------------
