@@ -99,7 +99,7 @@ class VerifierConfig:
         from astra_sandbox import SandboxConfig
 
         return SandboxConfig(jail=self.jail, call_timeout_s=self.call_timeout_s, memory_mb=self.memory_mb,
-                             wall_time_s=max(10.0, self.call_timeout_s * 4), **self.extra)
+                             **self.extra)
 
 
 class Verifier:
