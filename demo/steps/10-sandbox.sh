@@ -1,0 +1,42 @@
+# astra-sandbox: untrusted generated code in nsjail (SandboxFusion run_code), environment sessions for
+# multi-turn RL on a warm pool, and the hostile-code selftest.
+mkdir -p "$OUT/sandbox"
+
+# 1. run_code requests through `astra-sandbox run`: JSONL in, SandboxFusion results out, in input order.
+#    One is hostile (reads host secrets and keys, phones home) and must come back contained.
+cat > "$OUT/sandbox/requests.jsonl" <<'JSONL'
+{"id": "hello", "code": "print('hello from the jail')"}
+{"id": "stdin", "code": "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))", "stdin": "1 2 3 4"}
+{"id": "hostile", "code": "import os, socket\nfor path in ('/root/.ssh', '/work', '/etc/shadow'):\n    try:\n        print(path, os.listdir(path) if os.path.isdir(path) else open(path).read(20))\n    except OSError as exc:\n        print(path, 'blocked:', exc.strerror)\nprint('env:', sorted(os.environ))\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=1)\nexcept OSError as exc:\n    print('network blocked:', exc.strerror)\nprint('uid', os.getuid())"}
+{"id": "loop", "code": "while True:\n    pass", "run_timeout": 1}
+{"id": "memory", "code": "hoard = [bytearray(1 << 30) for _ in range(64)]", "memory_limit_MB": 256}
+JSONL
+astra-sandbox run --workers 2 "$OUT/sandbox/requests.jsonl" -o "$OUT/sandbox/results.jsonl"
+python - "$OUT/sandbox/results.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    result = json.loads(line)
+    run = result["run_result"]
+    print(f"  {result['id']:<8} {result['status']:<8} {run['status']:<20} {run['stdout'].strip()[:150]!r}")
+PY
+
+# 2. An environment session: the bundled sample shop, the same calls in two episodes on one warm worker.
+#    State persists within an episode (the cart, the order) and is gone in the next.
+cat > "$OUT/sandbox/calls.jsonl" <<'JSONL'
+{"name": "add_to_cart", "arguments": {"product": "bread", "quantity": 2}}
+{"name": "checkout"}
+{"name": "add_to_cart", "arguments": {"product": "bread", "quantity": 2}}
+{"name": "teleport", "arguments": {}}
+{"state": true}
+JSONL
+astra-sandbox session --episodes 2 --calls "$OUT/sandbox/calls.jsonl" > "$OUT/sandbox/session.jsonl"
+python - "$OUT/sandbox/session.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    step = json.loads(line)
+    shown = json.dumps(step["state"]["INVENTORY"]["bread"]) if "state" in step else f"{step['kind']:<13} {step['output'][:90]}"
+    print(f"  episode {step['episode']} call {step['call']} {step.get('name', 'state'):<12} {shown}")
+PY
+
+# 3. Every hostile snippet of the security suite, each checked for containment.
+astra-sandbox selftest | tee "$OUT/sandbox/selftest.txt" | tail -1

@@ -1,0 +1,325 @@
+"""Trainer configs: one documented dataclass per trainer, paper defaults, YAML + CLI overrides.
+
+Precedence: dataclass defaults < YAML file (`--config`) < command-line flags. Every field is a
+flag of its command (`learning_rate` -> `--learning-rate`; booleans `--abf/--no-abf`), and its
+help text is the field's `help` metadata, so `astra-grpo train --help` documents every knob.
+
+A bad config fails before any model loads, naming the field (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config that cannot be trained with; names the field."""
+
+
+def knob(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002 - mirrors click's name
+    """A config field with its documentation."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kwargs)
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
+@dataclass
+class TrainConfig:
+    """Knobs both trainers share: model, optimizer, schedule, checkpoints, logging."""
+
+    model: str | None = knob(None, "Local checkpoint directory of the policy (default: the embedded SmolLM2-135M-Instruct).")
+    output_dir: str = knob("out/run", "Where weights, training state, metrics and tracker logs go.")
+    seed: int = knob(0, "Seed of data order, sampling and initialisation.")
+    model_dtype: str = knob("float32", "dtype the weights are loaded in (float32 | bfloat16 | float16); "
+                                       "mixed precision itself comes from the accelerate config.")
+    attn_implementation: str | None = knob("sdpa", "Attention kernel (sdpa | eager | flash_attention_2).")
+    gradient_checkpointing: bool = knob(False, "Recompute activations in backward to save memory.")
+    chat_format: str = knob("auto", "How conversations are rendered: hermes (tools in the system prompt, "
+                                    "<tool_call> blocks, as astra-core serves), template (the tokenizer's own "
+                                    "tool-aware chat template), or auto (template when it knows tools).")
+
+    learning_rate: float = knob(2e-6, "Peak learning rate (AdamW).")
+    weight_decay: float = knob(0.0, "AdamW weight decay.")
+    adam_beta1: float = knob(0.9, "AdamW beta1.")
+    adam_beta2: float = knob(0.999, "AdamW beta2.")
+    adam_epsilon: float = knob(1e-8, "AdamW epsilon.")
+    max_grad_norm: float = knob(1.0, "Clip the global gradient norm to this (0: no clipping).")
+    lr_scheduler: str = knob("constant", "Learning-rate schedule after warmup: constant | cosine | linear.")
+    warmup_ratio: float = knob(0.0, "Fraction of the optimizer steps spent warming up linearly.")
+    max_steps: int | None = knob(None, "Optimizer steps to train (default: derived from num_epochs).")
+    num_epochs: float = knob(1.0, "Passes over the data when max_steps is not set.")
+    micro_batch_size: int = knob(1, "Sequences per forward/backward on one process; gradient accumulation "
+                                    "makes up the rest of the batch.")
+
+    save_weights_steps: int = knob(50, "Save the model weights (HF format) every this many steps (0: only at the end).")
+    save_state_steps: int = knob(50, "Save the full training state (optimizer, scheduler, RNG, data position) "
+                                     "every this many steps (0: never).")
+    keep_last_states: int = knob(2, "Keep only the newest K full training states (weights are all kept).")
+    resume: bool = knob(False, "Continue from the newest training state in output_dir.")
+    logging_steps: int = knob(1, "Log metrics every this many steps.")
+    report_to: list[str] = knob(["tensorboard"], "accelerate trackers (tensorboard, wandb, ...; empty: none). "
+                                                 "metrics.jsonl is always written.")
+    run_name: str = knob("astra-grpo", "Tracker run name.")
+
+    def validate(self) -> None:
+        _check(self.learning_rate > 0, "learning_rate", "must be > 0")
+        _check(self.micro_batch_size >= 1, "micro_batch_size", "must be >= 1")
+        _check(self.lr_scheduler in ("constant", "cosine", "linear"), "lr_scheduler",
+               f"unknown schedule {self.lr_scheduler!r} (constant | cosine | linear)")
+        _check(0.0 <= self.warmup_ratio < 1.0, "warmup_ratio", "must be in [0, 1)")
+        _check(self.max_steps is None or self.max_steps >= 1, "max_steps", "must be >= 1")
+        _check(self.num_epochs > 0, "num_epochs", "must be > 0")
+        _check(self.keep_last_states >= 1, "keep_last_states", "must be >= 1")
+        _check(self.chat_format in ("auto", "hermes", "template"), "chat_format", "auto | hermes | template")
+        _check(self.model_dtype in ("float32", "bfloat16", "float16"), "model_dtype", "float32 | bfloat16 | float16")
+
+
+@dataclass
+class SFTConfig(TrainConfig):
+    """Supervised fine-tuning on multi-turn tool-use trajectories (paper section 3.2.1).
+
+    Defaults are the paper's Qwen3-14B settings: 2 epochs, 20k-token sequences without packing,
+    global batch 32, lr 5e-6 (2e-6 for 32B), cosine schedule with 5% warmup, loss on assistant
+    tokens only.
+    """
+
+    learning_rate: float = knob(5e-6, "Peak learning rate (paper: 5e-6 for Qwen3-14B, 2e-6 for Qwen3-32B).")
+    lr_scheduler: str = knob("cosine", "Learning-rate schedule after warmup: constant | cosine | linear.")
+    warmup_ratio: float = knob(0.05, "Fraction of the optimizer steps spent warming up linearly (paper: 5%).")
+    num_epochs: float = knob(2.0, "Passes over the trajectories (paper: 2).")
+    batch_size: int = knob(32, "Global batch: sequences per optimizer step over all processes (paper: 32).")
+    max_length: int = knob(20480, "Longest sequence in tokens (paper: 20k, no packing).")
+    overlong: str = knob("truncate", "What to do with a longer trajectory: truncate (keep the first max_length "
+                                     "tokens) | drop (skip it, counted in the log).")
+    packing: bool = knob(False, "Pack several trajectories into one sequence (the paper does not).")
+    loss_average: str = knob("token", "token: mean over every assistant token of the global batch | "
+                                      "sequence: mean over sequences of each sequence's token mean.")
+
+    def validate(self) -> None:
+        super().validate()
+        _check(not self.packing, "packing", "packing is not implemented; the paper trains without it")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.max_length >= 16, "max_length", "must be >= 16")
+        _check(self.overlong in ("truncate", "drop"), "overlong", "truncate | drop")
+        _check(self.loss_average in ("token", "sequence"), "loss_average", "token | sequence")
+
+
+@dataclass
+class GRPOConfig(TrainConfig):
+    """Online multi-turn GRPO against sandboxed environments (paper sections 3.1-3.2.2, Eq. 32).
+
+    Defaults follow the paper: batch = mini-batch = 256 groups (strictly on-policy), lr 2e-6
+    constant, no KL and no entropy term, batch-level token averaging, Adaptive Batch Filling,
+    F1 reward, 32 turns, 25,600 prompt and 49,152 response tokens. The paper does not state
+    the group size or sampling temperature: G = 8 and temperature 1.0 are ours.
+    """
+
+    # -- batch shape --------------------------------------------------------------------------
+    batch_size: int = knob(256, "Prompts (GRPO groups) per training step, over all processes (paper: 256). "
+                                "Also the number of new prompts rolled out per ABF round.")
+    group_size: int = knob(8, "Rollouts per prompt, G (not stated in the paper).")
+    mini_batch_size: int = knob(256, "Groups per optimizer update; batch_size/mini_batch_size updates per "
+                                     "pass (paper: 256, i.e. one update per batch).")
+    num_iterations: int = knob(1, "Passes over each batch (PPO epochs); >1 reuses old log-probs.")
+
+    # -- objective (Eq. 32) --------------------------------------------------------------------
+    clip_eps_low: float = knob(0.2, "Lower clip range: ratio >= 1 - eps_low.")
+    clip_eps_high: float = knob(0.2, "Upper clip range: ratio <= 1 + eps_high (DAPO-style decoupling when "
+                                     "different from eps_low).")
+    loss_average: str = knob("token", "token: batch-level token averaging (Eq. 32: sum over all response "
+                                      "tokens of the mini-batch / their count) | sequence: each sequence's "
+                                      "token mean, averaged over sequences (Eq. 23).")
+    scale_rewards: bool = knob(True, "Divide advantages by the group's reward std (GRPO); off: mean-centred only.")
+    advantage_eps: float = knob(1e-6, "Added to the group std before dividing.")
+    kl_coef: float = knob(0.0, "beta of a KL penalty against the frozen initial policy (0: no KL, no "
+                               "reference model; the paper's setting).")
+    entropy_coef: float = knob(0.0, "Entropy bonus coefficient (0: none; the paper's setting).")
+
+    # -- adaptive batch filling (Figure 5) -----------------------------------------------------
+    abf: bool = knob(True, "Adaptive Batch Filling: train only on groups whose reward std > abf_delta.")
+    abf_delta: float = knob(1e-6, "delta: a group is valid when Std(R) > delta.")
+    abf_max_rounds: int = knob(8, "Most rollout rounds per step; if still short, the batch is topped up with "
+                                  "zero-signal groups from the last round (logged as abf_capped).")
+
+    # -- rollouts ------------------------------------------------------------------------------
+    engine: str = knob("transformers", "Rollout engine: transformers (CPU/GPU) | vllm (GPU, extra `vllm`).")
+    max_turns: int = knob(32, "Assistant turns per episode (paper: 32).")
+    max_prompt_length: int = knob(25600, "Longest prompt in tokens (paper: 25,600); longer samples are rejected.")
+    max_response_length: int = knob(49152, "Tokens after the prompt: generated plus observations (paper: 49,152).")
+    max_new_tokens: int = knob(4096, "Most tokens generated in one assistant turn.")
+    temperature: float = knob(1.0, "Sampling temperature (also applied to the log-probs).")
+    top_p: float = knob(1.0, "Nucleus sampling.")
+    top_k: int = knob(0, "Top-k sampling (0: off).")
+    generation_batch_size: int = knob(64, "Episodes per generate call (transformers engine).")
+    vllm_gpu_memory_utilization: float = knob(0.3, "vLLM engine: share of GPU memory for weights + KV cache.")
+    vllm_sleep: bool = knob(True, "vLLM engine: release its GPU memory while the trainer updates.")
+
+    # -- environment and reward ----------------------------------------------------------------
+    reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
+                                 "precision (the paper's ablation) | state (state verifier).")
+    sandbox_pool_size: int = knob(16, "Warm sandbox workers per process; also how many episodes a process plays "
+                                      "at once (each holds one environment session).")
+    sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
+    sandbox_call_timeout_s: float = knob(5.0, "Seconds one tool call may take; a timeout ends the episode.")
+    env_workers: int = knob(8, "Threads executing tool calls in parallel.")
+    rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).")
+
+    learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")
+    num_epochs: float = knob(1.0, "Passes over the RL samples when max_steps is not set (one pass = "
+                                  "len(samples)/batch_size steps).")
+    save_weights_steps: int = knob(10, "Save the model weights (HF format) every this many steps (0: only at the end).")
+    save_state_steps: int = knob(10, "Save the full training state (optimizer, scheduler, RNG, data position, "
+                                     "ABF buffer) every this many steps (0: never).")
+
+    def validate(self) -> None:
+        super().validate()
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.group_size >= 2, "group_size", "GRPO needs at least 2 rollouts per prompt")
+        _check(1 <= self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0,
+               "mini_batch_size", f"must divide batch_size ({self.batch_size})")
+        _check(self.num_iterations >= 1, "num_iterations", "must be >= 1")
+        _check(0 <= self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
+        _check(self.clip_eps_high >= 0, "clip_eps_high", "must be >= 0")
+        _check(self.loss_average in ("token", "sequence"), "loss_average", "token | sequence")
+        _check(self.kl_coef >= 0, "kl_coef", "must be >= 0")
+        _check(self.abf_delta >= 0, "abf_delta", "must be >= 0")
+        _check(self.abf_max_rounds >= 1, "abf_max_rounds", "must be >= 1")
+        _check(self.engine in ("transformers", "vllm"), "engine", "transformers | vllm")
+        _check(self.max_turns >= 1, "max_turns", "must be >= 1")
+        _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        _check(self.temperature > 0, "temperature", "must be > 0 (log-probs are taken at this temperature)")
+        _check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
+        _check(self.reward in ("sample", "f1", "recall", "precision", "state"), "reward",
+               "sample | f1 | recall | precision | state")
+
+    def accumulation_steps(self, world_size: int) -> int:
+        """Micro-batches per optimizer update on one process (checks the batch splits evenly)."""
+        per_rank_groups, rest = divmod(self.mini_batch_size, world_size)
+        _check(rest == 0 and per_rank_groups >= 1, "mini_batch_size",
+               f"{self.mini_batch_size} groups do not split evenly over {world_size} processes")
+        sequences = per_rank_groups * self.group_size
+        _check(sequences % self.micro_batch_size == 0, "micro_batch_size",
+               f"must divide the {sequences} sequences each process gets per update")
+        return sequences // self.micro_batch_size
+
+
+def _check(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"config field {name}: {message}")
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _base_type(hint: Any) -> Any:
+    """`int | None` -> int; list[str] stays list[str]."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0]
+    return hint
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    if value is None:
+        if isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint):
+            return None
+        raise ConfigError(f"config field {name}: may not be null")
+    base = _base_type(hint)
+    if typing.get_origin(base) is list:
+        if isinstance(value, str):
+            value = [v for v in (s.strip() for s in value.split(",")) if v]
+        if not isinstance(value, list):
+            raise ConfigError(f"config field {name}: expected a list, got {value!r}")
+        return [str(v) for v in value]
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"config field {name}: expected true or false, got {value!r}")
+    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if base is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if base is str and isinstance(value, str):
+        return value
+    if isinstance(value, str) and base in (int, float):
+        try:
+            return base(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"config field {name}: expected {getattr(base, '__name__', base)}, got {value!r}")
+
+
+def load_config[C: TrainConfig](cls: type[C], path: str | Path | None = None,
+                                overrides: dict[str, Any] | None = None) -> C:
+    """Defaults, then the YAML file, then `overrides` (None values are ignored); validated."""
+    values: dict[str, Any] = {}
+    hints = _field_types(cls)
+    if path is not None:
+        loaded = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: a config file is a mapping of field: value")
+        for key, value in loaded.items():
+            if key not in hints:
+                raise ConfigError(f"{path}: unknown config field {key!r} for {cls.__name__}")
+            values[key] = _coerce(key, hints[key], value)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in hints:
+            raise ConfigError(f"unknown config field {key!r} for {cls.__name__}")
+        values[key] = _coerce(key, hints[key], value)
+    config = cls(**values)
+    config.validate()
+    return config
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def save_config(config: TrainConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+def config_options(cls: type[TrainConfig], only: tuple[str, ...] | None = None):
+    """Click options for the fields of `cls` (all, or `only` these); default None: an unset flag does not
+    override the YAML."""
+    hints = _field_types(cls)
+
+    def decorate(f):
+        for spec in reversed(dataclasses.fields(cls)):
+            if only is not None and spec.name not in only:
+                continue
+            hint = _base_type(hints[spec.name])
+            flag = spec.name.replace("_", "-")
+            default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+            help_text = f"{spec.metadata.get('help', '')} [default: {default}]"
+            if hint is bool:
+                option = click.option(f"--{flag}/--no-{flag}", spec.name, default=None, help=help_text)
+            elif typing.get_origin(hint) is list:
+                option = click.option(f"--{flag}", spec.name, default=None, help=help_text + " (comma-separated)")
+            else:
+                option = click.option(f"--{flag}", spec.name, type=hint, default=None, help=help_text)
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def pop_overrides(cls: type[TrainConfig], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The config fields among a command's kwargs (removed from kwargs)."""
+    return {f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs}

@@ -1,0 +1,343 @@
+"""Online multi-turn GRPO (paper sections 3.1-3.2.2, Eq. 32) with Adaptive Batch Filling.
+
+    astra-grpo train rl_samples.jsonl --config grpo_paper.yaml --model out/sft/final --output-dir out/grpo
+    accelerate launch --config_file multi_gpu.yaml -m astra_grpo.cli train ...
+
+One step:
+1. Roll out: `batch_size` prompts from a seeded stream, split over the processes; each plays
+   `group_size` episodes per prompt in fresh sandbox sessions; every process gathers all groups.
+2. Adaptive Batch Filling picks `batch_size` groups with a learning signal (more rounds if needed);
+   every process takes the same decisions on the same gathered groups.
+3. Update: group-relative advantages; for each mini-batch (its groups split evenly over the
+   processes, then into micro-batches) the clipped surrogate, averaged over all response tokens of
+   the mini-batch (or per sequence); `num_iterations` passes reuse the old log-probs.
+4. Push the new weights to the rollout engine, log, checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from accelerate.utils import set_seed
+from astra_core.jsonl import dumps
+from astra_core.schema import RecordError
+
+from astra_grpo.abf import BatchFiller
+from astra_grpo.chat import ChatRenderer
+from astra_grpo.checkpoint import (
+    latest_state,
+    load_training_state,
+    save_training_state,
+    save_weights,
+    step_dir,
+)
+from astra_grpo.config import ConfigError, GRPOConfig, save_config
+from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
+from astra_grpo.engines import Sampling
+from astra_grpo.logprobs import collate, pad_token_values, token_logprobs, trainable_tokens
+from astra_grpo.loss import backward_scale, group_advantages, objective_share, policy_terms
+from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
+from astra_grpo.runtime import (
+    chunks,
+    full_weights,
+    gather_objects,
+    global_sums,
+    is_zero3,
+    load_policy,
+    make_accelerator,
+    make_optimizer,
+    make_scheduler,
+    world_size,
+)
+from astra_grpo.stats import episode_stats
+from astra_grpo.tracking import Metrics
+
+COMMAND = "astra-grpo train"
+
+
+def rollout_settings(config: GRPOConfig) -> RolloutSettings:
+    return RolloutSettings(max_turns=config.max_turns, max_response_length=config.max_response_length,
+                           max_new_tokens=config.max_new_tokens, env_workers=config.env_workers, reward=config.reward,
+                           sampling=Sampling(config.temperature, config.top_p, config.top_k),
+                           max_live_episodes=config.sandbox_pool_size)
+
+
+def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer):
+    if config.engine == "vllm":
+        from astra_core.local.model import resolve_model_path
+
+        from astra_grpo.engines.vllm import VLLMEngine
+
+        return VLLMEngine(str(resolve_model_path(config.model)), renderer.stop_ids,
+                          max_model_len=config.max_prompt_length + config.max_response_length,
+                          gpu_memory_utilization=config.vllm_gpu_memory_utilization, seed=config.seed,
+                          sleep_between_rollouts=config.vllm_sleep)
+    from astra_grpo.engines.transformers import TransformersEngine
+
+    return TransformersEngine(policy, tokenizer.pad_token_id, renderer.stop_ids,
+                              batch_size=config.generation_batch_size)
+
+
+def split_by_prompt_length(samples: list[dict], renderer: ChatRenderer, limit: int):
+    kept, dropped = [], []
+    for sample in samples:
+        length = len(renderer.prompt_ids(sample["messages"], sample["tools"]))
+        if length > limit:
+            dropped.append((sample, f"prompt longer than max_prompt_length: {length} > {limit} tokens"))
+        else:
+            kept.append(sample)
+    return kept, dropped
+
+
+def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, rejects: str | None = None,
+               pool=None, reward_fn: RewardFn | None = None, on_step: Callable[[int], None] | None = None) -> Path:
+    """Train; returns the directory of the final weights. `pool`: environment sessions (default: a
+    jailed astra-sandbox SessionPool); `reward_fn`: episode -> (reward, components) (default: astra-reward)."""
+    world = world_size()
+    accumulation = config.accumulation_steps(world)
+    accelerator = make_accelerator(config, accumulation)
+    if config.kl_coef > 0 and is_zero3(accelerator):
+        raise ConfigError("config field kl_coef: the KL reference model is not supported under DeepSpeed ZeRO-3")
+    set_seed(config.seed)
+    rank, main = accelerator.process_index, accelerator.is_main_process
+    output = Path(config.output_dir)
+    if main:
+        output.mkdir(parents=True, exist_ok=True)
+        save_config(config, output / "config.yaml")
+
+    samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None,
+                           check=lambda record: check_rl_sample(record, config.reward))
+    model, tokenizer = load_policy(config)
+    renderer = ChatRenderer(tokenizer, config.chat_format)
+    samples, too_long = split_by_prompt_length(samples, renderer, config.max_prompt_length)
+    if main:
+        write_rejects(rejects, COMMAND, too_long)
+    if too_long:
+        print(f"{COMMAND}: {len(too_long)} samples have prompts over {config.max_prompt_length} tokens: skipped",
+              file=sys.stderr)
+    if not samples:
+        raise RecordError("no RL sample has a prompt within max_prompt_length")
+    reference = _frozen_copy(model, accelerator.device) if config.kl_coef > 0 else None
+
+    total_steps = config.max_steps or max(1, math.ceil(config.num_epochs * len(samples) / config.batch_size))
+    mini_batches = config.batch_size // config.mini_batch_size
+    optimizer = make_optimizer(config, model)
+    scheduler = make_scheduler(config, optimizer, total_steps * mini_batches * config.num_iterations)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.register_for_checkpointing(scheduler)
+    policy = accelerator.unwrap_model(model)
+    engine = make_engine(config, policy, tokenizer, renderer)
+    stream = SampleStream(len(samples), config.seed)
+    filler = BatchFiller[Group](n=config.batch_size, delta=config.abf_delta, max_rounds=config.abf_max_rounds,
+                                enabled=config.abf)
+
+    step, resumed = 0, None
+    if config.resume and (state_path := latest_state(output / "state")) is not None:
+        state = load_training_state(accelerator, state_path)
+        step, resumed = state["step"], state["step"]
+        stream.load_state_dict(state["stream"])
+        filler.buffer = state["abf_buffer"]
+        engine.push_weights(policy)
+        print(f"{COMMAND}: resumed from {state_path}", file=sys.stderr)
+    metrics = Metrics(accelerator, config, resume_step=resumed)
+    rollouts_out = _open_rollouts(config.rollouts_out, resumed) if main else None
+
+    with contextlib.ExitStack() as stack:
+        if pool is None:
+            from astra_grpo.environments import open_sandbox_pool
+
+            pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
+                                                         call_timeout_s=config.sandbox_call_timeout_s))
+        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn)
+
+        def rollout_round(rolled: list[Group]) -> list[Group]:
+            """`batch_size` new groups, played on every process's share and gathered everywhere."""
+            first = stream.epoch * stream.size + stream.offset  # position in the endless stream
+            indices = stream.take(config.batch_size)
+            uids = [f"{samples[i]['id']}@{first + k}" for k, i in enumerate(indices)]
+            with full_weights(accelerator, model):
+                mine = runner.play([samples[i] for i in indices[rank::world]], config.group_size, uids[rank::world])
+            everyone = gather_objects(accelerator, mine)
+            groups = [everyone[r][j] for j in range(len(everyone[0])) for r in range(world)]
+            rolled.extend(groups)
+            return groups
+
+        while step < total_steps:
+            # -- 1-2. roll out until Adaptive Batch Filling has a full batch ------------------------
+            started = time.perf_counter()
+            rolled: list[Group] = []
+            engine.wake()
+            fill = filler.fill(functools.partial(rollout_round, rolled))
+            engine.sleep()
+            rollout_seconds = time.perf_counter() - started
+
+            # -- 3. policy update ---------------------------------------------------------------
+            started = time.perf_counter()
+            update = _update(config, accelerator, model, reference, optimizer, scheduler, fill.batch,
+                             tokenizer.pad_token_id, world, rank, accumulation)
+            update_seconds = time.perf_counter() - started
+            with full_weights(accelerator, model):
+                engine.push_weights(policy)
+            step += 1
+
+            # -- 4. log and checkpoint ------------------------------------------------------------
+            if rollouts_out is not None:
+                _write_rollouts(rollouts_out, rolled, fill.batch, filler.buffer, step, config)
+            values = {**update, **episode_stats(rolled, "rollout"), **episode_stats(fill.batch, "batch"),
+                      "valid_fraction": fill.valid_fraction, "abf/rounds": fill.rounds,
+                      "abf/discarded": fill.discarded, "abf/buffer": len(filler.buffer),
+                      "abf/from_buffer": fill.from_buffer, "abf/capped": float(fill.capped),
+                      "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
+                      "tokens_per_s": update["update_tokens"] / update_seconds if update_seconds else None,
+                      "rollout/generated_tokens_per_s": sum(e.generated_tokens for g in rolled for e in g.episodes)
+                      / rollout_seconds / world if rollout_seconds else None,
+                      "retokenize_mismatches": runner.retokenize_mismatches}
+            metrics.log(step, values, final=step == total_steps)
+            if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
+                save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
+            if config.save_state_steps and step % config.save_state_steps == 0:
+                save_training_state(accelerator, output / "state", step,
+                                    {"step": step, "stream": stream.state_dict(), "abf_buffer": filler.buffer},
+                                    config.keep_last_states)
+            if on_step is not None:
+                on_step(step)
+
+    if rollouts_out is not None:
+        rollouts_out.close()
+    save_weights(accelerator, model, tokenizer, output / "final")
+    metrics.close()
+    return output / "final"
+
+
+def _update(config: GRPOConfig, accelerator, model, reference, optimizer, scheduler, batch: list[Group],
+            pad_id: int, world: int, rank: int, accumulation: int) -> dict[str, float]:
+    """Every optimizer update of one step; returns the step's update metrics (global)."""
+    device = accelerator.device
+    episodes = [e for g in batch for e in g.episodes]
+    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+    advantages = group_advantages(rewards, config.group_size, config.scale_rewards, config.advantage_eps).tolist()
+
+    # Sequences of this process in each mini-batch: its even share of the mini-batch's groups.
+    per_process = config.mini_batch_size // world
+    minis = []
+    for start in range(0, len(batch), config.mini_batch_size):
+        groups = range(start + rank * per_process, start + (rank + 1) * per_process)
+        minis.append([g * config.group_size + k for g in groups for k in range(config.group_size)])
+    # Strictly on-policy (one update per batch): the old policy is the current one, so the old
+    # log-probs are the current ones, detached. Otherwise compute them before the first update.
+    reuse = config.num_iterations == 1 and len(minis) == 1
+    mine = [i for mini in minis for i in mini]
+    old = None if reuse else _logprobs_of(model, episodes, mine, config, pad_id, device)
+    ref = _logprobs_of(reference, episodes, mine, config, pad_id, device) if reference is not None else None
+
+    scale = backward_scale(world, accumulation)
+    lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
+    sums = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0, "entropy": 0.0,
+            "tokens": 0.0, "update_tokens": 0.0}
+    grad_norm = None
+    for _ in range(config.num_iterations):
+        for mini in minis:
+            totals = global_sums(accelerator, {"tokens": sum(trainable_tokens(episodes[i].loss_mask) for i in mini)})
+            sequences = config.mini_batch_size * config.group_size
+            # Longest first: micro-batches of similar lengths waste less padding.
+            ordered = sorted(mini, key=lambda i: -len(episodes[i].token_ids))
+            for micro in chunks(ordered, config.micro_batch_size):
+                with accelerator.accumulate(model):
+                    inputs = collate([episodes[i].token_ids for i in micro], [episodes[i].loss_mask for i in micro],
+                                     pad_id, extras={"advantages": [advantages[i] for i in micro]})
+                    inputs = {k: v.to(device) for k, v in inputs.items()}
+                    width = inputs["input_ids"].shape[1]
+                    logprobs, entropies = token_logprobs(model, inputs, config.temperature,
+                                                         with_entropy=config.entropy_coef > 0)
+                    old_logprobs = logprobs.detach() if old is None else pad_token_values(
+                        [old[i] for i in micro], width).to(device)
+                    ref_logprobs = None if ref is None else pad_token_values([ref[i] for i in micro], width).to(device)
+                    terms = policy_terms(logprobs, old_logprobs, inputs["advantages"], eps_low=config.clip_eps_low,
+                                         eps_high=config.clip_eps_high, ref_logprobs=ref_logprobs,
+                                         kl_coef=config.kl_coef, entropies=entropies,
+                                         entropy_coef=config.entropy_coef)
+                    mask = inputs["loss_mask"]
+                    share = objective_share(terms.loss, mask, config.loss_average, totals["tokens"], sequences)
+                    accelerator.backward(share * scale)
+                    if accelerator.sync_gradients:
+                        grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                with torch.no_grad():
+                    sums["loss"] += float(share.detach())
+                    sums["clip_low"] += float((terms.clipped_low * mask).sum())
+                    sums["clip_high"] += float((terms.clipped_high * mask).sum())
+                    sums["ratio"] += float((terms.ratio * mask).sum())
+                    sums["kl"] += float((terms.kl * mask).sum()) if terms.kl is not None else 0.0
+                    sums["entropy"] += float((entropies * mask).sum()) if entropies is not None else 0.0
+                    sums["tokens"] += float(mask.sum())
+                    sums["update_tokens"] += float(inputs["attention_mask"].sum())
+            scheduler.step()
+    total = global_sums(accelerator, sums)
+    tokens = max(total["tokens"], 1.0)
+    updates = len(minis) * config.num_iterations
+    out = {"loss": total["loss"] / updates, "clip_fraction_low": total["clip_low"] / tokens,
+           "clip_fraction_high": total["clip_high"] / tokens, "clip_fraction": (total["clip_low"] + total["clip_high"])
+           / tokens, "ratio_mean": total["ratio"] / tokens, "update_tokens": total["update_tokens"],
+           "grad_norm": float(grad_norm) if grad_norm is not None else None, "lr": lr,
+           "advantage_abs_mean": sum(abs(a) for a in advantages) / len(advantages)}
+    if ref is not None:
+        out["kl"] = total["kl"] / tokens
+    if config.entropy_coef > 0:
+        out["entropy"] = total["entropy"] / tokens
+    return out
+
+
+def _logprobs_of(model, episodes, indices: list[int], config: GRPOConfig, pad_id: int, device) -> dict[int, list]:
+    """Per-token log-probs of the given sequences under `model` (no gradient)."""
+    out: dict[int, list] = {}
+    with torch.no_grad():
+        for micro in chunks(indices, config.micro_batch_size):
+            inputs = collate([episodes[i].token_ids for i in micro], [episodes[i].loss_mask for i in micro], pad_id)
+            inputs = {k: v.to(device) for k, v in inputs.items()}
+            logprobs, _ = token_logprobs(model, inputs, config.temperature)
+            for row, i in enumerate(micro):
+                out[i] = logprobs[row, :len(episodes[i].token_ids)].float().cpu().tolist()
+    return out
+
+
+def _frozen_copy(model, device):
+    reference = copy.deepcopy(model).to(device)
+    reference.eval()
+    for parameter in reference.parameters():
+        parameter.requires_grad_(False)
+    return reference
+
+
+def _open_rollouts(path: str | None, resumed: int | None):
+    if not path:
+        return None
+    target = Path(path)
+    if resumed is not None and target.exists():
+        # Steps after the resumed state are replayed: drop their old records.
+        kept = [line for line in target.read_text().splitlines() if line and json.loads(line).get("step", 0) <= resumed]
+        target.write_text("".join(line + "\n" for line in kept))
+        return target.open("ab")
+    return target.open("wb")
+
+
+def _write_rollouts(handle, rolled: list[Group], batch: list[Group], buffer: list[Group], step: int,
+                    config: GRPOConfig) -> None:
+    in_batch = {g.uid: index for index, g in enumerate(batch)}
+    buffered = {g.uid for g in buffer}
+    for group in rolled:
+        status = "trained" if group.uid in in_batch else "buffered" if group.uid in buffered else "discarded"
+        for episode in group.episodes:
+            record = rollout_record(group, episode, command=COMMAND, step=step, group_index=in_batch.get(group.uid),
+                                    status=status, model=config.model, seed=config.seed)
+            handle.write(dumps(record))
+    handle.flush()

@@ -1,0 +1,80 @@
+"""Training curves from one or more runs' metrics.jsonl (paper Figure 8 style: turns per trajectory
+over training, one line per run, e.g. the F1 / recall-only / precision-only reward ablation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from astra_grpo.tracking import METRICS_FILE
+
+# (metric, panel title) in drawing order; panels whose metric no run has are left out.
+PANELS = [
+    ("rollout/turns_mean", "turns per trajectory"),
+    ("rollout/reward_mean", "reward (all rollouts)"),
+    ("rollout/tool_calls_mean", "tool calls per trajectory"),
+    ("rollout/response_tokens_mean", "generated tokens per trajectory"),
+    ("valid_fraction", "valid group fraction (ABF)"),
+    ("rollout/format_validity", "well-formed tool calls"),
+    ("loss", "loss"),
+    ("grad_norm", "gradient norm"),
+    ("lr", "learning rate"),
+]
+
+
+def read_metrics(run: str | Path) -> list[dict]:
+    path = Path(run)
+    path = path / METRICS_FILE if path.is_dir() else path
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def smooth(values: list[float], window: int) -> list[float]:
+    if window <= 1:
+        return values
+    out, total = [], 0.0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        out.append(total / min(index + 1, window))
+    return out
+
+
+def plot_runs(runs: list[str], output: str, *, labels: list[str] | None = None, metrics: list[str] | None = None,
+              window: int = 1, title: str | None = None) -> list[str]:
+    """Draw the panels to `output` (PNG/PDF/SVG by extension); returns the metrics drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    histories = [read_metrics(run) for run in runs]
+    labels = labels or [Path(run).name or str(run) for run in runs]
+    wanted = [(m, t) for m, t in PANELS if metrics is None or m in metrics]
+    wanted += [(m, m) for m in (metrics or []) if m not in dict(PANELS)]
+    drawn = [(m, t) for m, t in wanted if any(m in row for rows in histories for row in rows)]
+    if not drawn:
+        raise ValueError(f"none of the metrics {[m for m, _ in wanted]} is in {', '.join(map(str, runs))}")
+    columns = min(3, len(drawn))
+    rows = (len(drawn) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for axis, (metric, panel) in zip(axes.flat, drawn, strict=False):
+        for history, label in zip(histories, labels, strict=True):
+            points = [(row["step"], row[metric]) for row in history if metric in row]
+            if points:
+                steps, values = zip(*points, strict=True)
+                axis.plot(steps, smooth(list(values), window), label=label, linewidth=1.6)
+        axis.set_title(panel, fontsize=10)
+        axis.set_xlabel("training step")
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(drawn):]:
+        axis.set_visible(False)
+    if len(runs) > 1:
+        axes.flat[0].legend(fontsize=8)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=120)
+    plt.close(figure)
+    return [m for m, _ in drawn]

@@ -1,0 +1,275 @@
+"""Multi-turn episodes against sandboxed environments (paper section 3.1, Figure 4).
+
+For each RL sample, G episodes, each in its own environment session (no state shared between
+episodes). Every turn, all live episodes generate together (one batched engine call); their tool
+calls are executed in parallel threads; the observations are rendered exactly as the chat format
+renders them and appended as tokens the loss does not see. An episode ends when
+
+- the policy writes no tool call (`no_tool_call`),
+- it has played `max_turns` turns (`max_turns`),
+- the next observation or turn would not fit in `max_response_length` tokens (`max_length`),
+- a tool call timed out (`env_timeout`): the episode keeps what it has.
+
+A tool call the policy wrote badly is answered with an error observation and counts as a call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from astra_grpo.chat import ChatRenderer, Reply
+from astra_grpo.engines import Engine, Generation, Sampling
+
+
+@dataclass
+class RolloutSettings:
+    max_turns: int = 32
+    max_response_length: int = 49152
+    max_new_tokens: int = 4096
+    sampling: Sampling = field(default_factory=Sampling)
+    env_workers: int = 8
+    reward: str = "sample"  # sample | f1 | recall | precision | state
+    max_live_episodes: int | None = None  # episodes played at once (each holds a sandbox session); None: all
+
+
+@dataclass
+class Episode:
+    sample: dict
+    member: int                       # index within its group
+    messages: list[dict]              # OpenAI format: prompt, assistant turns, tool observations
+    token_ids: list[int]              # prompt + every generated and observation token, in order
+    loss_mask: list[int]              # 1 on tokens the policy generated
+    prompt_length: int
+    turns: int = 0
+    tool_calls: int = 0               # well-formed and malformed
+    malformed_calls: int = 0
+    finish_reason: str | None = None
+    last_stopped: bool = True         # the last turn ended with a stop token
+    reward: float = 0.0
+    reward_components: dict = field(default_factory=dict)
+    retokenize_match: bool | None = None
+    session: Any = None               # the environment session while the episode runs
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class Group:
+    """G episodes of one RL sample: the unit of GRPO advantages and of Adaptive Batch Filling."""
+
+    uid: str              # sample id @ position in the sample stream: unique over a run
+    sample_id: str
+    episodes: list[Episode]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [e.reward for e in self.episodes]
+
+
+RewardFn = Callable[[Episode], tuple[float, dict]]
+
+
+class EpisodeRunner:
+    """Plays episodes with an engine against environment sessions from `pool`."""
+
+    def __init__(self, engine: Engine, renderer: ChatRenderer, pool, settings: RolloutSettings,
+                 reward_fn: RewardFn | None = None):
+        self.engine = engine
+        self.renderer = renderer
+        self.pool = pool  # has .session(code, requirements) -> context manager of a session
+        self.settings = settings
+        self.reward_fn = reward_fn or self._default_reward
+        self.retokenize_mismatches = 0
+        self._warned_mismatch = False
+        self._lock = threading.Lock()
+
+    # -- public ------------------------------------------------------------------------------------
+    def play(self, samples: list[dict], group_size: int, uids: list[str] | None = None) -> list[Group]:
+        episodes = [self._start(sample, member) for sample in samples for member in range(group_size)]
+        # A session pool hands out one session per worker: play at most that many episodes at once.
+        wave = self.settings.max_live_episodes or len(episodes)
+        for start in range(0, len(episodes), wave):
+            self._play_wave(episodes[start:start + wave])
+        for episode in episodes:
+            self._check_retokenization(episode)
+        uids = uids or [s["id"] for s in samples]
+        return [Group(uid=uid, sample_id=sample["id"], episodes=episodes[i * group_size:(i + 1) * group_size])
+                for i, (uid, sample) in enumerate(zip(uids, samples, strict=True))]
+
+    def _play_wave(self, episodes: list[Episode]) -> None:
+        """Play episodes together to the end and score them; their sessions close afterwards."""
+        with ExitStack() as sessions, ThreadPoolExecutor(max_workers=self.settings.env_workers) as pool:
+            live = [e for e in episodes if not e.done]
+            while live:
+                self._turn(live, pool, sessions)
+                live = [e for e in live if not e.done]
+            for episode, (reward, components) in zip(episodes, pool.map(self._score, episodes), strict=True):
+                episode.reward, episode.reward_components = reward, components
+        for episode in episodes:
+            episode.session = None
+
+    # -- one turn of every live episode -----------------------------------------------------------
+    def _start(self, sample: dict, member: int) -> Episode:
+        prompt = self.renderer.prompt_ids(sample["messages"], sample["tools"])
+        episode = Episode(sample=sample, member=member, messages=[dict(m) for m in sample["messages"]],
+                          token_ids=list(prompt), loss_mask=[0] * len(prompt), prompt_length=len(prompt))
+        if self._room(episode) < 1:
+            episode.finish_reason = "max_length"
+        return episode
+
+    def _room(self, episode: Episode) -> int:
+        return self.settings.max_response_length - (len(episode.token_ids) - episode.prompt_length)
+
+    def _turn(self, live: list[Episode], pool: ThreadPoolExecutor, sessions: ExitStack) -> None:
+        budgets = [min(self.settings.max_new_tokens, self._room(e)) for e in live]
+        generations = self.engine.generate([e.token_ids for e in live], budgets, self.settings.sampling)
+        replies = [self._take_generation(e, g) for e, g in zip(live, generations, strict=True)]
+        acting = [(e, r) for e, r in zip(live, replies, strict=True) if r is not None]
+        observations = list(pool.map(lambda pair: self._act(pair[0], pair[1], sessions), acting))
+        for (episode, _), (messages, timed_out) in zip(acting, observations, strict=True):
+            self._observe(episode, messages, timed_out)
+
+    def _take_generation(self, episode: Episode, generation: Generation) -> Reply | None:
+        """Append the turn; None when the episode ends without acting on it."""
+        ids = generation.token_ids
+        episode.token_ids += ids
+        episode.loss_mask += [1] * len(ids)
+        episode.turns += 1
+        episode.last_stopped = generation.stopped
+        text_ids = ids[:-1] if generation.stopped else ids
+        reply = self.renderer.parse(self.renderer.tokenizer.decode(text_ids, skip_special_tokens=False))
+        episode.messages.append(self._assistant_message(reply, episode.turns))
+        episode.tool_calls += len(reply.calls) + len(reply.malformed)
+        episode.malformed_calls += len(reply.malformed)
+        if not generation.stopped and self._room(episode) < 1:
+            episode.finish_reason = "max_length"  # cut by the sequence budget, not the per-turn one
+            return None
+        if not reply.calls and not reply.malformed:
+            episode.finish_reason = "no_tool_call"
+            return None
+        return reply
+
+    @staticmethod
+    def _assistant_message(reply: Reply, turn: int) -> dict:
+        message: dict = {"role": "assistant", "content": reply.content or (None if reply.calls else "")}
+        if reply.calls:
+            message["tool_calls"] = [
+                {"id": f"call_{turn}_{index}", "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+                for index, call in enumerate(reply.calls)]
+        return message
+
+    def _act(self, episode: Episode, reply: Reply, sessions: ExitStack) -> tuple[list[dict], bool]:
+        """Execute the turn's calls in the episode's session (runs in a worker thread)."""
+        messages = []
+        calls = episode.messages[-1].get("tool_calls", [])
+        for call, parsed in zip(calls, reply.calls, strict=True):
+            result = self._session(episode, sessions).call(parsed.name, parsed.arguments)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "name": parsed.name,
+                             "content": result.output})
+            if result.kind == "timeout":
+                return messages, True
+        for index, reason in enumerate(reply.malformed):
+            messages.append({"role": "tool", "tool_call_id": f"malformed_{episode.turns}_{index}",
+                             "content": f"Error: {reason}"})
+        return messages, False
+
+    def _observe(self, episode: Episode, observations: list[dict], timed_out: bool) -> None:
+        conversation = list(episode.messages)
+        episode.messages += observations
+        if timed_out:
+            episode.finish_reason = "env_timeout"
+            return
+        if episode.turns >= self.settings.max_turns:
+            episode.finish_reason = "max_turns"
+            return
+        ids = self.renderer.observation_ids(conversation, observations, episode.sample["tools"],
+                                            episode.last_stopped)
+        if len(ids) + 1 > self._room(episode):
+            episode.finish_reason = "max_length"
+            return
+        episode.token_ids += ids
+        episode.loss_mask += [0] * len(ids)
+
+    def _session(self, episode: Episode, sessions: ExitStack):
+        if episode.session is None:
+            environment = episode.sample["environment"]
+            context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
+            episode.session = context.__enter__()
+            with self._lock:
+                sessions.push(context.__exit__)
+        return episode.session
+
+    # -- reward and checks --------------------------------------------------------------------------
+    def _score(self, episode: Episode) -> tuple[float, dict]:
+        return self.reward_fn(episode)
+
+    def _default_reward(self, episode: Episode) -> tuple[float, dict]:
+        from astra_grpo.rewards import score_episode
+
+        kind = self.settings.reward
+        state = None
+        if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "state":
+            state = self._state_of(episode)
+        return score_episode(episode.sample, episode.messages, episode.malformed_calls, kind, state)
+
+    def _state_of(self, episode: Episode) -> dict:
+        if episode.session is not None:
+            return episode.session.state()
+        environment = episode.sample["environment"]
+        with self.pool.session(environment["code"], requirements=environment.get("requirements") or []) as session:
+            return session.state()  # the episode never touched its environment: its initial state
+
+    def _check_retokenization(self, episode: Episode) -> None:
+        """Token-in/token-out is exact by construction; count where re-rendering would differ."""
+        last = max(i for i, m in enumerate(episode.messages) if m["role"] == "assistant") if episode.turns else None
+        if last is None:
+            return
+        text = self.renderer.render(episode.messages[:last + 1], episode.sample["tools"])
+        expected = self.renderer.encode_text(text)
+        ours = episode.token_ids + self.renderer.closing_ids(episode.last_stopped)
+        episode.retokenize_match = ours == expected
+        if not episode.retokenize_match:
+            self.retokenize_mismatches += 1
+            if not self._warned_mismatch:
+                self._warned_mismatch = True
+                at = next((i for i, (a, b) in enumerate(zip(ours, expected, strict=False)) if a != b),
+                          min(len(ours), len(expected)))
+                print(f"astra-grpo: warning: re-tokenizing episode of {episode.sample['id']} differs from the "
+                      f"generated tokens at position {at} (training uses the generated tokens; further "
+                      "mismatches are only counted)", file=sys.stderr)
+
+
+def rollout_record(group: Group, episode: Episode, *, command: str, step: int | None = None,
+                   group_index: int | None = None, status: str | None = None, model: str | None = None,
+                   seed: int | None = None) -> dict:
+    """A `rollout` record (docs/formats.md) of one finished episode."""
+    from astra_core.records import add_provenance, new_record
+
+    suffix = f"/step{step}" if step is not None else ""
+    record = new_record(f"{group.uid}{suffix}/{episode.member}", parent=episode.sample,
+                        sample_id=episode.sample["id"], messages=episode.messages, reward=episode.reward,
+                        reward_components=episode.reward_components, num_turns=episode.turns,
+                        num_tool_calls=episode.tool_calls, finish_reason=episode.finish_reason,
+                        member=episode.member, malformed_calls=episode.malformed_calls,
+                        response_tokens=episode.generated_tokens, retokenize_match=episode.retokenize_match)
+    if step is not None:
+        record["step"] = step
+    if group_index is not None:
+        record["group"] = group_index
+    if status is not None:
+        record["status"] = status  # trained | buffered | discarded (Adaptive Batch Filling)
+    return add_provenance(record, command, model=model, seed=seed)

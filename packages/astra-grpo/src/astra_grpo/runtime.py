@@ -1,0 +1,133 @@
+"""What both trainers need from accelerate and transformers: processes, model, optimizer, schedule,
+and the two collectives the objective needs (a global sum and an object gather)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator, Sequence
+
+import torch
+from accelerate import Accelerator, PartialState
+from accelerate.utils import DistributedType, InitProcessGroupKwargs
+
+from astra_grpo.config import TrainConfig
+
+
+def _process_options() -> dict:
+    """How accelerate should set up processes without CUDA: `cpu=True` gives gloo processes (its launcher's
+    own --cpu flag would start only one), except under DeepSpeed, which needs `cpu=False` and is told
+    gloo explicitly (else accelerate counts a single process)."""
+    if torch.cuda.is_available():
+        return {"cpu": False}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return {"cpu": False, "backend": "gloo"}
+    return {"cpu": True}
+
+
+def world_size() -> int:
+    """Processes of this run, known before the Accelerator exists (the accumulation steps need it)."""
+    return PartialState(**_process_options()).num_processes
+
+
+def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerator:
+    """An Accelerator whose gradient accumulation is exactly `accumulation_steps` micro-batches per update.
+
+    On a machine without CUDA the processes use gloo on CPU (see `_process_options`).
+    """
+    trackers = [t for t in config.report_to if t and t != "none"]
+    options = _process_options()
+    handlers = [InitProcessGroupKwargs(backend=options["backend"])] if "backend" in options else []
+    accelerator = Accelerator(cpu=options["cpu"], log_with=trackers or None, project_dir=config.output_dir,
+                              gradient_accumulation_steps=accumulation_steps, kwargs_handlers=handlers)
+    accelerator.gradient_accumulation_steps = accumulation_steps  # a launch config must not override it
+    plugin = accelerator.state.deepspeed_plugin
+    if plugin is not None:
+        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = config.micro_batch_size
+        plugin.deepspeed_config["gradient_accumulation_steps"] = accumulation_steps
+        plugin.deepspeed_config["gradient_clipping"] = config.max_grad_norm or 0.0
+        plugin.deepspeed_config["train_batch_size"] = (config.micro_batch_size * accumulation_steps
+                                                       * accelerator.num_processes)
+    return accelerator
+
+
+def is_zero3(accelerator: Accelerator) -> bool:
+    plugin = accelerator.state.deepspeed_plugin
+    return accelerator.distributed_type == DistributedType.DEEPSPEED and plugin is not None and plugin.zero_stage == 3
+
+
+@contextlib.contextmanager
+def full_weights(accelerator: Accelerator, model) -> Iterator[None]:
+    """Materialise ZeRO-3-sharded weights on every process (a collective: all processes enter together)."""
+    if not is_zero3(accelerator):
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
+        yield
+
+
+def load_policy(config: TrainConfig):
+    """(model in train mode, tokenizer) from a local checkpoint (default: the embedded SmolLM2)."""
+    from astra_core.local.model import resolve_model_path
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(config.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    kwargs = {"attn_implementation": config.attn_implementation} if config.attn_implementation else {}
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model_dtype), **kwargs)
+    model.config.use_cache = False
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    return model, tokenizer
+
+
+def make_optimizer(config: TrainConfig, model) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
+                             eps=config.adam_epsilon, weight_decay=config.weight_decay)
+
+
+def make_scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer, total_updates: int):
+    """Linear warmup over `warmup_ratio` of the updates, then constant, cosine (to 0) or linear (to 0)."""
+    from transformers import get_scheduler
+
+    warmup = math.ceil(config.warmup_ratio * total_updates)
+    name = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}[config.lr_scheduler]
+    return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=max(total_updates, 1))
+
+
+def global_sum(accelerator: Accelerator, value: float) -> float:
+    """Sum of `value` over all processes (e.g. the token count that normalises the loss)."""
+    if accelerator.num_processes == 1:
+        return float(value)
+    tensor = torch.tensor([float(value)], dtype=torch.float64, device=accelerator.device)
+    torch.distributed.all_reduce(tensor)
+    return float(tensor.item())
+
+
+def global_sums(accelerator: Accelerator, values: dict[str, float]) -> dict[str, float]:
+    """`global_sum` of several values in one collective."""
+    if accelerator.num_processes == 1 or not values:
+        return {k: float(v) for k, v in values.items()}
+    keys = sorted(values)
+    tensor = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=accelerator.device)
+    torch.distributed.all_reduce(tensor)
+    return dict(zip(keys, tensor.tolist(), strict=True))
+
+
+def gather_objects(accelerator: Accelerator, items: list) -> list[list]:
+    """Every process's `items`, indexed by process (all processes get all of them)."""
+    if accelerator.num_processes == 1:
+        return [items]
+    gathered: list = [None] * accelerator.num_processes
+    torch.distributed.all_gather_object(gathered, items)
+    return gathered
+
+
+def chunks[T](items: Sequence[T], size: int) -> list[Sequence[T]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]

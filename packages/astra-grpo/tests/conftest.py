@@ -1,0 +1,50 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+# Tests import their helper module (grpo_support) by name; importlib mode does not add this dir itself.
+sys.path.insert(0, str(Path(__file__).parent))
+
+import grpo_support  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """One intra-op thread: on a shared 2-core machine more threads only contend."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    """A random-init ~3M-parameter Llama with SmolLM2's tokenizer and chat template, on disk."""
+    return grpo_support.save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), family="llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory) -> Path:
+    """A random-init Qwen3 whose tokenizer has a Qwen-style tool-aware chat template."""
+    return grpo_support.save_tiny_model(tmp_path_factory.mktemp("tiny-qwen"), family="qwen")
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """Trainers create Accelerators; reset accelerate's process-wide singletons around a test."""
+    from accelerate.state import AcceleratorState, GradientState, PartialState
+
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    PartialState._reset_state()
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """A warm, jailed astra-sandbox pool shared by the tests (8 workers, 2 s per call)."""
+    with grpo_support.sandbox_pool(8, call_timeout_s=2.0) as pool:
+        yield pool

@@ -1,0 +1,90 @@
+"""Run by test_data_parallel.py under `accelerate launch` with 2 CPU processes (gloo).
+
+Each process takes its share of the same synthetic global batches and runs the trainers' update
+functions with plain SGD (lr 1, so parameter deltas are the gradients); process 0 saves the
+results. Then a short SFT run end to end. The test compares everything with one process and with
+the per-token reference.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from astra_grpo.config import GRPOConfig, SFTConfig, load_config  # noqa: E402
+from astra_grpo.grpo import _update as grpo_update  # noqa: E402
+from astra_grpo.runtime import make_accelerator, world_size  # noqa: E402
+from astra_grpo.sft import _update as sft_update  # noqa: E402
+from astra_grpo.sft import train_sft  # noqa: E402
+from grpo_support import flat_params, synthetic_groups, tiny_model  # noqa: E402
+
+VOCAB = 256
+GRPO_CASES = {
+    # name: (config overrides, lr); 4 groups of 4 over 2 processes, micro-batches of 2 -> 4 accumulation steps
+    "token": (dict(loss_average="token"), 1.0),
+    "sequence": (dict(loss_average="sequence"), 1.0),
+    "passes": (dict(loss_average="token", mini_batch_size=2, num_iterations=2, clip_eps_low=0.02,
+                    clip_eps_high=0.05), 1.0),
+}
+SFT_EXAMPLES = [([5, 9, 17, 3, 44, 7, 12], [0, 0, 1, 1, 0, 1, 1]), ([8, 2, 100, 4], [0, 1, 1, 1]),
+                ([4, 6, 8, 10, 12, 14, 16, 18, 20], [0, 0, 0, 1, 1, 1, 0, 0, 1]), ([3, 3, 7, 9, 11], [0, 1, 0, 1, 1])]
+
+
+def small_model():
+    return tiny_model("llama", seed=0, vocab_size=VOCAB, hidden=32)
+
+
+def grpo_case(name: str, out: Path) -> None:
+    overrides, lr = GRPO_CASES[name]
+    values = dict(group_size=4, batch_size=4, mini_batch_size=4, micro_batch_size=2, max_grad_norm=0.0, report_to=[])
+    config = load_config(GRPOConfig, None, {**values, **overrides})
+    world = world_size()
+    accumulation = config.accumulation_steps(world)
+    accelerator = make_accelerator(config, accumulation)
+    model = small_model()
+    prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=lr))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    groups = synthetic_groups(4, 4, VOCAB, seed=5)
+    metrics = grpo_update(config, accelerator, prepared, None, optimizer, scheduler, groups, 0, world,
+                          accelerator.process_index, accumulation)
+    if accelerator.is_main_process:
+        torch.save({"params": flat_params(accelerator.unwrap_model(prepared)), "metrics": metrics,
+                    "accumulation": accumulation, "distributed_type": str(accelerator.distributed_type),
+                    "processes": accelerator.num_processes}, out / f"grpo_{name}.pt")
+    accelerator.wait_for_everyone()
+
+
+def sft_case(mode: str, out: Path) -> None:
+    config = load_config(SFTConfig, None, dict(batch_size=4, micro_batch_size=1, loss_average=mode, max_grad_norm=0.0,
+                                               report_to=[]))
+    world = world_size()
+    accumulation = config.batch_size // world // config.micro_batch_size
+    accelerator = make_accelerator(config, accumulation)
+    model = small_model()
+    prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
+    mine = SFT_EXAMPLES[accelerator.process_index::world]
+    metrics = sft_update(config, accelerator, prepared, optimizer, mine, 0, world, accumulation)
+    if accelerator.is_main_process:
+        torch.save({"params": flat_params(accelerator.unwrap_model(prepared)), "metrics": metrics},
+                   out / f"sft_{mode}.pt")
+    accelerator.wait_for_everyone()
+
+
+def sft_run(model_dir: str, trajectories: str, out: Path) -> None:
+    config = load_config(SFTConfig, None, dict(model=model_dir, batch_size=4, micro_batch_size=1, max_steps=2,
+                                               learning_rate=1e-3, output_dir=str(out / "sft_run"), report_to=[],
+                                               save_weights_steps=0, save_state_steps=0, max_length=512))
+    train_sft(config, [trajectories])
+
+
+if __name__ == "__main__":
+    out_dir = Path(sys.argv[1])
+    for case in GRPO_CASES:
+        grpo_case(case, out_dir)
+    if len(sys.argv) == 2:  # the DeepSpeed run checks the GRPO updates only
+        sys.exit(0)
+    for averaging in ("token", "sequence"):
+        sft_case(averaging, out_dir)
+    sft_run(sys.argv[2], sys.argv[3], out_dir)

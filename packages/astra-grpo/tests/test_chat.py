@@ -1,0 +1,98 @@
+"""Rendering conversations to tokens exactly as they are served, assistant masks, and reply parsing,
+for the Hermes format (SmolLM2's plain ChatML, as astra-core serves it) and a tool-aware template."""
+
+import pytest
+from astra_grpo.chat import ChatRenderer, TemplateError
+from grpo_support import QWEN_STYLE_TEMPLATE, load_tokenizer, rl_sample
+
+CALL = '<tool_call>\n{"name": "get_capital", "arguments": {"country": "Norway"}}\n</tool_call>'
+
+
+def conversation():
+    sample = rl_sample()
+    return sample["tools"], sample["messages"] + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_capital",
+                                                              "arguments": '{"country": "Norway"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"capital": "Oslo"}'},
+        {"role": "assistant", "content": "The capital of Norway is Oslo."},
+    ]
+
+
+@pytest.fixture(scope="module", params=["hermes", "template"])
+def renderer(request):
+    if request.param == "hermes":
+        return ChatRenderer(load_tokenizer(), "auto")
+    return ChatRenderer(load_tokenizer(QWEN_STYLE_TEMPLATE), "auto")
+
+
+def test_auto_style_follows_the_template():
+    assert ChatRenderer(load_tokenizer()).style == "hermes"  # SmolLM2's ChatML knows no tools
+    qwen = ChatRenderer(load_tokenizer(QWEN_STYLE_TEMPLATE))
+    assert qwen.style == "template" and qwen.call_style == "hermes"
+
+
+def test_assistant_mask_covers_assistant_turns_and_their_end_token_only(renderer):
+    tools, messages = conversation()
+    ids, mask = renderer.encode(messages, tools)
+    trained = renderer.tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    assert trained.count("<|im_end|>") == 2
+    assert "The capital of Norway is Oslo.<|im_end|>" in trained
+    assert '"get_capital"' in trained and "Norway" in trained
+    assert "Oslo\"}" not in trained.split("<|im_end|>")[0]  # the observation is not trained on
+    assert "population of the capital" not in trained  # nor the user's question
+
+
+def test_turn_by_turn_tokens_equal_the_whole_rendering(renderer):
+    """prompt + generated + observation + generated (+ closing) == tokenize(render(conversation))."""
+    tools, messages = conversation()
+    tokenizer = renderer.tokenizer
+    stop = renderer.stop_ids[0]
+    tokens = renderer.prompt_ids(messages[:2], tools)
+    first_turn = renderer.render(messages[:3], tools)[len(renderer.render(messages[:2], tools, True)):]
+    first_turn = first_turn[:first_turn.rindex("<|im_end|>")]
+    tokens += tokenizer(first_turn, add_special_tokens=False)["input_ids"] + [stop]
+    tokens += renderer.observation_ids(messages[:3], messages[3:4], tools, stopped=True)
+    tokens += tokenizer("The capital of Norway is Oslo.", add_special_tokens=False)["input_ids"] + [stop]
+    tokens += renderer.closing_ids(stopped=True)
+    assert tokens == renderer.encode_text(renderer.render(messages, tools))
+
+
+def test_observation_after_a_cut_turn_closes_it_first():
+    renderer = ChatRenderer(load_tokenizer())
+    tools, messages = conversation()
+    after_stop = renderer.tokenizer.decode(renderer.observation_ids(messages[:3], messages[3:4], tools, stopped=True))
+    after_cut = renderer.tokenizer.decode(renderer.observation_ids(messages[:3], messages[3:4], tools, stopped=False))
+    assert after_cut == "<|im_end|>" + after_stop
+    assert "<tool_response>\n{\"capital\": \"Oslo\"}\n</tool_response>" in after_stop
+    assert after_stop.endswith("<|im_start|>assistant\n")
+
+
+def test_parse_keeps_prose_and_unreadable_blocks_and_reads_calls():
+    renderer = ChatRenderer(load_tokenizer())
+    reply = renderer.parse(f"Let me look.\n{CALL}\n<tool_call>{{'name': broken}}</tool_call>")
+    assert [(c.name, c.arguments) for c in reply.calls] == [("get_capital", {"country": "Norway"})]
+    assert len(reply.malformed) == 1 and "not valid JSON" in reply.malformed[0]
+    assert reply.content.startswith("Let me look.") and "broken" in reply.content and "get_capital" not in reply.content
+    unclosed = renderer.parse('<tool_call>\n{"name": "get_population", "arguments": {"city": "Oslo"}}')
+    assert [c.name for c in unclosed.calls] == ["get_population"]
+    assert renderer.parse("Oslo.").calls == [] and renderer.parse("Oslo.").malformed == []
+
+
+def test_json_call_style_for_templates_without_tool_call_tags():
+    tokenizer = load_tokenizer(QWEN_STYLE_TEMPLATE.replace("<tool_call>", "<call>").replace("</tool_call>", "</call>"))
+    renderer = ChatRenderer(tokenizer)
+    assert renderer.call_style == "json"
+    reply = renderer.parse('{"name": "get_capital", "parameters": {"country": "France"}}')
+    assert [(c.name, c.arguments) for c in reply.calls] == [("get_capital", {"country": "France"})]
+    assert renderer.parse('{"name": 3}').malformed and renderer.parse("Paris.").content == "Paris."
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused():
+    tokenizer = load_tokenizer("{{ messages | length }}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+                               "{{ m.content }}<|im_end|>\n{% endfor %}"
+                               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    renderer = ChatRenderer(tokenizer, "hermes")
+    tools, messages = conversation()
+    with pytest.raises(TemplateError):
+        renderer.encode(messages, tools)

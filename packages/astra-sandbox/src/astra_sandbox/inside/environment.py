@@ -1,0 +1,145 @@
+"""The code process of an environment session: load the code, serve tool calls, snapshot state."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import json
+import sys
+import traceback
+import types
+
+from .framing import read_frame, write_frame
+
+REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the supervisor
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [truncated {len(text) - limit} characters]"
+
+
+def to_jsonable(value, depth: int = 0):
+    """A JSON-able copy of `value`: containers recursed, dict keys as str, anything else str()."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if depth > 40:
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): to_jsonable(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(item, depth + 1) for item in value]
+    if isinstance(value, set | frozenset):
+        return sorted((to_jsonable(item, depth + 1) for item in value), key=repr)
+    return str(value)
+
+
+def observation(value) -> str:
+    """A tool's return value as the text the model sees."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # e.g. circular references
+        return str(value)
+
+
+def failure(kind: str, error: str) -> dict:
+    return {"ok": False, "kind": kind, "error": error, "output": f"Error: {error}"}
+
+
+@contextlib.contextmanager
+def _captured():
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        yield buffer
+
+
+def environment_tools(module: types.ModuleType) -> dict:
+    """The environment's tools: public functions defined by its own code (not imported ones)."""
+    return {name: value for name, value in vars(module).items()
+            if isinstance(value, types.FunctionType) and not name.startswith("_")
+            and value.__module__ == module.__name__}
+
+
+def load_environment(code: str, limit: int) -> tuple[types.ModuleType | None, dict]:
+    module = types.ModuleType("environment")
+    module.__file__ = "/tmp/environment.py"
+    sys.modules["environment"] = module
+    try:
+        compiled = compile(code, "environment.py", "exec")
+        with _captured() as printed:
+            exec(compiled, module.__dict__)  # noqa: S102 - this is the sandboxed code
+    except BaseException as exc:  # noqa: BLE001 - any failure to load is a load_error
+        return None, failure("load_error", _exception_text(exc, limit))
+    tools = sorted(environment_tools(module))
+    return module, {"ok": True, "kind": "ok", "tools": tools, "stdout": truncate(printed.getvalue(), limit)}
+
+
+def _exception_text(exc: BaseException, limit: int) -> str:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return truncate(text, limit)
+
+
+def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
+    tools = environment_tools(module)
+    name, arguments = message.get("name"), message.get("arguments")
+    if not isinstance(name, str) or name not in tools:
+        available = ", ".join(sorted(tools)) or "none"
+        return failure("unknown_tool", f"unknown tool {name!r}; available tools: {available}")
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            return failure("bad_arguments", f"arguments of {name} are not valid JSON: {exc}")
+    if not isinstance(arguments, dict):
+        return failure("bad_arguments", f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
+    function = tools[name]
+    try:
+        inspect.signature(function).bind(**arguments)
+    except TypeError as exc:
+        return failure("bad_arguments", f"{name}: {exc}")
+    with _captured() as printed:
+        try:
+            value = function(**arguments)
+        except BaseException as exc:  # noqa: BLE001 - the tool's failure is the observation
+            reply = failure("exception", _exception_text(exc, limit))
+        else:
+            reply = {"ok": True, "kind": "ok", "error": None, "output": truncate(observation(value), limit)}
+    reply["stdout"] = truncate(printed.getvalue(), limit)
+    return reply
+
+
+def snapshot_state(module: types.ModuleType, limit: int) -> dict:
+    get_state = vars(module).get("get_state")
+    try:
+        with _captured():
+            if callable(get_state):
+                value = get_state()
+            else:
+                value = {name: item for name, item in vars(module).items()
+                         if not name.startswith("_") and not callable(item) and not isinstance(item, types.ModuleType)}
+        return {"ok": True, "state": to_jsonable(value)}
+    except BaseException as exc:  # noqa: BLE001
+        return failure("exception", _exception_text(exc, limit))
+
+
+def serve_environment(code: str, limits: dict) -> None:
+    limit = limits["max_output_bytes"]
+    module, reply = load_environment(code, limit)
+    write_frame(REPLY_FD, reply)
+    if module is None:
+        return
+    while True:
+        message = read_frame(REQUEST_FD)
+        if message is None:
+            return
+        if message.get("op") == "state":
+            reply = snapshot_state(module, limit)
+        else:
+            reply = call_tool(module, message, limit)
+        write_frame(REPLY_FD, reply)

@@ -1,0 +1,80 @@
+"""The code process of a `run_code` request: run the program as a fresh `__main__`."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import traceback
+import types
+
+from .environment import REPLY_FD
+from .framing import write_frame
+
+PROGRAM_FILE = "main.py"
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def run_program(code: str, stdin: bytes, workdir: str) -> int:
+    """Run `code` as a fresh `__main__`, as `python main.py` would; returns the exit code."""
+    stdin_fd = os.memfd_create("stdin")
+    os.write(stdin_fd, stdin)
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    os.dup2(stdin_fd, 0)
+    os.close(stdin_fd)
+    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
+                                       buffering=1)
+    path = os.path.join(workdir, PROGRAM_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(code)
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    sys.modules["__main__"] = main
+    sys.argv = [path]
+    exit_code = 0
+    try:
+        exec(compile(code, path, "exec"), main.__dict__)  # noqa: S102 - this is the sandboxed code
+    except SystemExit as exc:
+        exit_code = _exit_code(exc)
+    except MemoryError as exc:
+        with contextlib.suppress(Exception):
+            write_frame(REPLY_FD, {"memory_error": True})
+        _print_user_traceback(exc)
+        exit_code = 1
+    except BaseException as exc:  # noqa: BLE001 - an uncaught exception: traceback and exit 1, like python
+        _print_user_traceback(exc)
+        exit_code = 1
+    _finish_interpreter()
+    return exit_code
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """The traceback python would print: the program's frames only, not the supervisor's."""
+    with contextlib.suppress(BaseException):
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+
+
+def _finish_interpreter() -> None:
+    """What interpreter shutdown does before exit: join threads, run atexit handlers, flush."""
+    if "threading" in sys.modules:
+        threading = sys.modules["threading"]
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                with contextlib.suppress(Exception):
+                    thread.join()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()

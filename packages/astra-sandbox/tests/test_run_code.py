@@ -1,0 +1,93 @@
+"""run_code in the SandboxFusion shape, on the warm pool and cold (nsjail per call)."""
+
+import pytest
+from astra_sandbox import run_code
+
+pytestmark = pytest.mark.nsjail
+
+
+def run(pool, code: str, **extra) -> dict:
+    return pool.run_code({"code": code, "language": "python", **extra})
+
+
+def test_stdin_stdout_and_id_passthrough(pool):
+    result = run(pool, "import sys\nprint(sys.stdin.read().upper(), end='')", stdin="abc\ndef", id="req-7")
+    assert result["id"] == "req-7"
+    assert (result["status"], result["run_result"]["stdout"]) == ("Success", "ABC\nDEF")
+    assert result["compile_result"] is None and result["files"] == {}
+
+
+def test_program_behaves_like_python_main(pool):
+    code = ("import sys, threading, subprocess\n"
+            "if __name__ == '__main__':\n"
+            "    out = []\n"
+            "    worker = threading.Thread(target=lambda: out.append(sys.argv[0].endswith('main.py')))\n"
+            "    worker.start(); worker.join()\n"
+            "    print(out, subprocess.run([sys.executable, '-c', 'print(6*7)'], capture_output=True,"
+            " text=True).stdout.strip())\n"
+            "    import atexit; atexit.register(lambda: print('bye'))\n")
+    result = run(pool, code)
+    assert result["run_result"]["stdout"] == "[True] 42\nbye\n", result
+
+
+def test_failures_keep_their_return_code_and_traceback(pool):
+    exited = run(pool, "import sys\nprint('partial')\nsys.exit(4)")
+    assert exited["status"] == "Failed"
+    assert (exited["run_result"]["status"], exited["run_result"]["return_code"]) == ("Finished", 4)
+    assert exited["run_result"]["stdout"] == "partial\n"
+    raised = run(pool, "def f():\n    return 1 / 0\nf()")
+    stderr = raised["run_result"]["stderr"]
+    assert raised["run_result"]["return_code"] == 1
+    assert stderr.startswith("Traceback") and "ZeroDivisionError" in stderr and 'main.py", line 3' in stderr
+    assert "zygote" not in stderr  # only the program's own frames
+    message = run(pool, "raise SystemExit('bad input')")
+    assert (message["run_result"]["return_code"], message["run_result"]["stderr"]) == (1, "bad input\n")
+
+
+def test_time_limit_is_distinct_and_requests_cannot_raise_it(pool, config):
+    spin = "while True:\n    pass"
+    lowered = run(pool, spin, run_timeout=0.5)
+    assert lowered["run_result"]["status"] == "TimeLimitExceeded"
+    assert lowered["run_result"]["return_code"] is None and "time limit" in lowered["message"]
+    raised = run(pool, "import time\ntime.sleep(%s)\nprint('done')" % (config.wall_time_s + 1), run_timeout=600)
+    assert raised["run_result"]["status"] == "TimeLimitExceeded"  # capped at the configured wall time
+
+
+def test_memory_limit_is_distinct_and_requests_may_lower_it(pool):
+    allocate = "block = bytearray(150 * 1024 * 1024)\nprint('allocated')"
+    assert run(pool, allocate)["status"] == "Success"  # fits the configured 256 MB
+    lowered = run(pool, allocate, memory_limit_MB=128)
+    assert lowered["run_result"]["status"] == "MemoryLimitExceeded"
+    assert "MemoryError" in lowered["run_result"]["stderr"]
+    assert run(pool, allocate, memory_limit_MB=-1)["status"] == "Success"  # SandboxFusion's "no limit"
+
+
+def test_output_is_capped_and_marked(pool, config):
+    size = config.max_output_bytes * 3
+    result = run(pool, f"import sys\nsys.stdout.write('y' * {size})\nsys.stderr.write('e' * 10)")
+    stdout = result["run_result"]["stdout"]
+    assert stdout.startswith("y" * 1000) and "truncated" in stdout
+    assert len(stdout) < config.max_output_bytes + 100
+    assert result["run_result"]["stderr"] == "e" * 10
+
+
+def test_private_tmp_is_wiped_between_programs(pool):
+    assert run(pool, "open('/tmp/left', 'w').write('x')\nimport os\nprint(sorted(os.listdir('/tmp')))")[
+        "run_result"]["stdout"] == "['left', 'main.py']\n"
+    assert run(pool, "import os\nprint(sorted(os.listdir('/tmp')))")["run_result"]["stdout"] == "['main.py']\n"
+
+
+def test_unsupported_language_and_bad_requests_are_sandbox_errors(pool, config):
+    other = pool.run_code({"code": "int main(){}", "language": "cpp", "id": 3})
+    assert (other["status"], other["id"], other["run_result"]) == ("SandboxError", 3, None)
+    assert "not supported" in other["message"]
+    for request in ({"language": "python"}, {"code": 5}, {"code": "print(1)", "run_timeout": "soon"}, ["code"]):
+        assert pool.run_code(request)["status"] == "SandboxError"
+        assert run_code(request, config=config)["status"] == "SandboxError"
+
+
+def test_cold_run_code_starts_and_stops_its_own_jail(config):
+    result = run_code({"code": "import os\nprint(os.getuid(), os.listdir('/proc/self/fd'))"}, config=config)
+    assert result["status"] == "Success"
+    uid, fds = result["run_result"]["stdout"].split(" ", 1)
+    assert uid == "65534" and fds.strip() == "['0', '1', '2', '3', '4', '5']"  # std, channel, the listing itself
