@@ -141,3 +141,13 @@ def test_hanging_network_and_third_party_code_is_contained_and_rejected_with_rea
     assert "exception" in attempt2 and ("Connection refused" in attempt2 or "unreachable" in attempt2)
     assert not [r for r in server.requests if "messages" not in r and "input" not in r]
     assert "'requests', which is not in the Python standard library" in attempt3
+
+
+def test_an_error_observation_that_mentions_the_answer_verifies_nothing(verifier):
+    from astra_qaenv.verify import Call
+
+    code = "def get_capital(country):\n    return {'error': 'Ravpelmar is not reachable'}\n"
+    (check,) = verifier.check(code, [Call(1, "get_capital", {"country": "Valdoria"}, "Ravpelmar")])
+    assert not check.ok and check.kind == "error_observation" and "error_observation" in check.reason()
+    (check,) = verifier.check(code.replace("'error'", "'note'"), [Call(1, "get_capital", {"country": "V"}, "Ravpelmar")])
+    assert check.ok

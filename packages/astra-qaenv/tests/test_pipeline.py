@@ -125,6 +125,7 @@ def test_gold_trajectories_replay_the_verified_calls(cli, built, tmp_path):
     assert [g["task_id"] for g in gold] == [s["id"] for s in samples]
     for sample, trajectory in zip(samples, gold, strict=True):
         validate(trajectory, "trajectory")
+        assert trajectory["scores"]["f1"] == 1.0  # astra-reward's F1 on the sample's job
         env = envs[sample["meta"]["parent_id"]]
         messages = trajectory["messages"]
         assert messages[:2] == sample["messages"] and trajectory["tools"] == sample["tools"]
@@ -141,6 +142,18 @@ def test_gold_trajectories_replay_the_verified_calls(cli, built, tmp_path):
         assert final["role"] == "assistant" and not final.get("tool_calls")
         for job in sample["job"]:
             assert job["answer"] in (final["content"] if not job["needs_tool"] else " ".join(observations.values()))
+
+
+def test_a_sample_its_verified_calls_cannot_solve_is_rejected(cli, built, tmp_path):
+    envs = read(built / "merged.jsonl")
+    envs[0]["verified_calls"][0]["observation"] = '{"result": "nothing useful"}'  # tampered
+    write(tmp_path / "tampered.jsonl", envs)
+    result = cli("export", tmp_path / "tampered.jsonl", "--mixing", "none", "-o", tmp_path / "rl.jsonl",
+                 "--rejects", tmp_path / "rej.jsonl")
+    assert result.exit_code == 0
+    (rejected,) = read(tmp_path / "rej.jsonl")
+    assert rejected["id"] == envs[0]["id"] and "gold trajectory earns F1" in rejected["reason"]
+    assert len(read(tmp_path / "rl.jsonl")) == len(envs) - 1
 
 
 def test_export_from_stdin_needs_a_tool_pool(cli, built):

@@ -5,11 +5,11 @@ import json
 
 import pytest
 from astra_core.schema import validate
-from astra_qaenv.answers import contains_answer
 from astra_qaenv.kb import KBError, load_kb, lookup_key
 from astra_qaenv.lookup import MergeConflict, merge_rows, render_lookup
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from, why_nothing
 from astra_qaenv.trace import SCENARIOS, depth, scenario_of, structural_problems
+from astra_reward import contains_answer
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from astra_core.stage import Rejected, Stage, StageError
 
 from astra_qaenv.build import BuildConfig, build_environment
 from astra_qaenv.envsynth import EnvSynthConfig
-from astra_qaenv.export import ExportConfig, export_sample, gold_trajectory, load_pool
+from astra_qaenv.export import ExportConfig, export_sample, load_pool, solvable
 from astra_qaenv.kb import KBError, load_kb
 from astra_qaenv.merge import MergeConfig, merge_environment
 from astra_qaenv.mixing import MixingConfig
@@ -270,9 +270,9 @@ def export_command(**kwargs):
 
     def one(env: dict) -> dict:
         sample = export_sample(env, pool, export)
+        trajectory = solvable(validate(sample, "rl_sample"), env)
         if gold is not None:
-            trajectory = add_provenance(gold_trajectory(validate(sample, "rl_sample"), env), "astra-qaenv export",
-                                        seed=export.seed)
+            add_provenance(trajectory, "astra-qaenv export", seed=export.seed)
             gold.write(dumps(validate(trajectory, "trajectory")))
         return sample
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from astra_core.jsonl import read_jsonl
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
+from astra_reward import contains_answer, f1_reward
 
-from astra_qaenv.answers import contains_answer
 from astra_qaenv.mixing import MixingConfig, ToolPool, dedup_tools, distractors, shuffled_tools
 from astra_qaenv.prompts import SYSTEM_PROMPT
 from astra_qaenv.trace import by_level, dag_levels, step_id
@@ -112,6 +112,22 @@ def gold_trajectory(sample: dict, env: dict) -> dict:
     messages.append({"role": "assistant", "content": final_message(env["instance"])})
     return new_record(f"gold-{sample['id']}", parent=sample, task_id=sample["id"], messages=messages,
                       tools=sample["tools"], origin="gold")
+
+
+def solvable(sample: dict, env: dict) -> dict:
+    """The gold trajectory, checked to earn the full F1 reward (paper Eq. 31) on the sample's job.
+
+    A sample its own verified calls cannot fully solve would give the policy an unreachable target,
+    so it is rejected with the reward's verdict.
+    """
+    trajectory = gold_trajectory(sample, env)
+    result = f1_reward(sample["job"], trajectory["messages"])
+    if result.reward < 1.0:
+        unsolved = [str(j["id"]) for j in sample["job"] if j["id"] not in result.solved_ids]
+        raise Rejected(f"gold trajectory earns F1 {result.reward:.2f} < 1 (sub-questions {', '.join(unsolved)} not "
+                       f"solved by {result.calls} verified calls)")
+    trajectory["scores"] = {"f1": result.reward, "recall": result.recall, "precision": result.precision}
+    return trajectory
 
 
 def final_message(instance: dict) -> str:

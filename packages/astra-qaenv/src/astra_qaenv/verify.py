@@ -2,7 +2,8 @@
 
 A call is verified when the tool's observation *contains* the expected sub-answer (paper §2.2.3:
 "a sub-environment is considered successful if the execution result contains the target answer"),
-matched as in `astra_qaenv.answers`.
+matched exactly as the F1 reward will match it (`astra_reward.contains_answer`: normalized, whole
+tokens), and not an error observation (`{"error": ...}` containing the answer verifies nothing).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from astra_qaenv.answers import contains_answer
+from astra_reward import contains_answer
+from astra_reward.conversation import is_error_observation
 
 
 @dataclass
@@ -30,7 +32,7 @@ class CallCheck:
     call: Call
     ok: bool
     observation: str
-    kind: str  # the sandbox's ToolResult.kind, or "wrong_answer" when it ran but lacks the answer
+    kind: str  # the sandbox's ToolResult.kind, "wrong_answer" (ran, lacks the answer) or "error_observation"
     error: str | None = None
 
     def reason(self) -> str:
@@ -131,7 +133,9 @@ class Verifier:
         with self._pool.session(code, requirements=[]) as session:
             for call in calls:
                 result = session.call(call.tool, call.arguments)
-                if result.ok and contains_answer(result.output, call.expected):
+                if result.ok and is_error_observation(result.output):
+                    results.append(CallCheck(call, False, result.output, "error_observation", result.output))
+                elif result.ok and contains_answer(result.output, call.expected):
                     results.append(CallCheck(call, True, result.output, "ok"))
                 elif result.ok:
                     results.append(CallCheck(call, False, result.output, "wrong_answer"))
