@@ -66,11 +66,16 @@ def _stop_when_text_has(tokenizer, start: int, stops: tuple[str, ...]):
 
 
 def _generate_until(model, tokenizer, prompt_ids: list[int], stops: tuple[str, ...], max_new_tokens: int,
-                    temperature: float, pad_id: int) -> str:
+                    temperature: float, pad_id: int, prefix_cache=None) -> str:
+    """Generate after `prompt_ids` until a stop string; `prefix_cache` holds the keys/values of a prefix of them."""
+    import copy
+
     import torch
     from transformers import StoppingCriteriaList
 
     kwargs = {"do_sample": temperature > 0}
+    if prefix_cache is not None:
+        kwargs["past_key_values"] = copy.deepcopy(prefix_cache)  # generate extends the cache it is given
     if temperature > 0:
         kwargs["temperature"] = temperature
     criteria = StoppingCriteriaList([_stop_when_text_has(tokenizer, len(prompt_ids), stops)])
@@ -136,24 +141,51 @@ class _JsonWriter:
     MAX_STRING_TOKENS = 48
 
     def __init__(self, model, tokenizer, prompt_text: str, temperature: float, max_tokens: int):
+        import torch
+        from transformers import DynamicCache
+
         self.model, self.tokenizer = model, tokenizer
-        self.prompt_text = prompt_text
         self.temperature = temperature
         self.budget = max_tokens  # generated tokens left; strings shrink to "" when it runs out
         self.text = ""
+        # The prompt is read once: every piece continues from its keys/values (a piece costs its own
+        # tokens, not the prompt's again; prompts are long next to the JSON written).
+        self.prompt_ids = tokenizer.encode(prompt_text, add_special_tokens=False)
+        self.prompt_cache = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            out = model(torch.tensor([self.prompt_ids]), past_key_values=self.prompt_cache, use_cache=True)
+        self.prompt_next_logits = out.logits[0, -1].float()
 
-    def _ids(self, extra: str = "") -> list[int]:
-        return self.tokenizer.encode(self.prompt_text + self.text + extra, add_special_tokens=False)
+    def _written_ids(self, extra: str = "") -> list[int]:
+        text = self.text + extra
+        return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
     def _choose(self, options: list[str]) -> str:
-        return _choose(self.model, self.tokenizer, self._ids(), options, "", self.temperature)
+        import copy
+
+        import torch
+
+        written = self._written_ids()
+        scores = []
+        for option in options:
+            tokens = self.tokenizer.encode(option, add_special_tokens=False)
+            with torch.inference_mode():
+                logits = self.model(torch.tensor([written + tokens]), past_key_values=copy.deepcopy(self.prompt_cache),
+                                    use_cache=True).logits[0].float()
+            predicted = torch.log_softmax(torch.cat([self.prompt_next_logits[None], logits[:-1]]), dim=-1)
+            positions = torch.arange(len(written), len(written) + len(tokens))
+            scores.append(float(predicted[positions, torch.tensor(tokens)].sum()) / len(tokens))
+        scores = torch.tensor(scores)
+        if self.temperature <= 0:
+            return options[int(scores.argmax())]
+        return options[int(torch.multinomial(torch.softmax(scores / self.temperature, dim=0), 1))]
 
     def _generate(self, stops: tuple[str, ...], limit: int, extra: str = "") -> str:
         limit = min(limit, self.budget)
         if limit <= 0:
             return ""
-        text = _generate_until(self.model, self.tokenizer, self._ids(extra), stops, limit, self.temperature,
-                               self.tokenizer.pad_token_id)
+        text = _generate_until(self.model, self.tokenizer, self.prompt_ids + self._written_ids(extra), stops, limit,
+                               self.temperature, self.tokenizer.pad_token_id, prefix_cache=self.prompt_cache)
         self.budget -= max(1, len(self.tokenizer.encode(text, add_special_tokens=False)))
         return text
 
