@@ -10,17 +10,18 @@ from astra_grpo.loss import objective_share, policy_terms, sft_token_loss
 from grpo_support import reference_advantages, reference_grpo_loss, reference_sft_loss, synthetic_groups
 
 VOCAB = 256
-# name: (transformers config class, attention heads, key/value heads). kv_heads=1 < CP size 2: the
-# Ulysses attention repeats the key/value heads; kv_heads=2: GQA with two query heads per kv head.
-FAMILIES = {"llama": ("LlamaConfig", 4, 2), "qwen2": ("Qwen2Config", 4, 1), "qwen3": ("Qwen3Config", 4, 1)}
+# name: (transformers config class, attention heads, key/value heads, hidden size). Under CP=2:
+# llama: GQA, one kv head per rank; qwen2: 3 kv heads, repeated to 6 (lcm with the CP size);
+# qwen3: 1 kv head < CP size, repeated to 2.
+FAMILIES = {"llama": ("LlamaConfig", 4, 2, 32), "qwen2": ("Qwen2Config", 6, 3, 48), "qwen3": ("Qwen3Config", 4, 1, 32)}
 SFT_EXAMPLES = [([5, 9, 17, 3, 44, 7, 12], [0, 0, 1, 1, 0, 1, 1]), ([8, 2, 100, 4], [0, 1, 1, 1]),
                 ([4, 6, 8, 10, 12, 14, 16, 18, 20], [0, 0, 0, 1, 1, 1, 0, 0, 1]), ([3, 3, 7, 9, 11], [0, 1, 0, 1, 1])]
 
 
-def cp_model(family: str, seed: int = 0, hidden: int = 32):
+def cp_model(family: str, seed: int = 0):
     import transformers
 
-    class_name, heads, kv_heads = FAMILIES[family]
+    class_name, heads, kv_heads, hidden = FAMILIES[family]
     config = getattr(transformers, class_name)(
         vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=hidden // heads,
@@ -145,3 +146,17 @@ def flat(model) -> torch.Tensor:
 
 def sft_tokens() -> int:
     return sum(trainable_tokens(m) for _, m in SFT_EXAMPLES)
+
+
+def flash_stand_in(query, key, value, attention_mask, query_length, is_causal, dropout=0.0, position_ids=None,
+                   softmax_scale=None, attn_implementation=None, **kwargs):
+    """Stands in for transformers' `_flash_attention_forward` (there is no FlashAttention on CPU), to run
+    the FlashAttention branch of the Ulysses attention: [B, S, heads, D] in and out, causal, GQA. It
+    checks what that branch hands the kernel: whole sequences and their all-gathered position ids."""
+    assert attn_implementation == "flash_attention_2" and attention_mask is None and is_causal
+    assert position_ids is not None and position_ids.shape == query.shape[:2] == (query.shape[0], query_length)
+    assert bool((position_ids == torch.arange(query_length)).all())
+    groups = query.shape[2] // key.shape[2]
+    q, k, v = (t.transpose(1, 2) for t in (query, key.repeat_interleave(groups, 2), value.repeat_interleave(groups, 2)))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=softmax_scale)
+    return out.transpose(1, 2)

@@ -5,7 +5,8 @@
 
 1. Mechanism, CP=2 (one CP group): logits, per-token log-probs, the loss and every parameter
    gradient of an SFT and a GRPO micro-batch, for tiny Llama / Qwen2 / Qwen3 models (GQA, padding,
-   kv heads < CP size), with and without gradient checkpointing; logits of packed rows. The
+   kv heads repeated), with and without gradient checkpointing, and through the FlashAttention
+   branch (its kernel replaced by an SDPA stand-in: no FlashAttention on CPU); packed rows. The
    model is not wrapped, so each rank's gradient is its partial sum: they are summed here.
 2. The trainers' update functions with plain SGD (lr 1) on the same global batches, once as
    DP=2 x CP=1 and once as DP=1 x CP=2 (gradient accumulation, padding, mini-batches, passes with
@@ -28,7 +29,7 @@ from astra_grpo.context_parallel.attention import CPAttention, enable  # noqa: E
 from astra_grpo.context_parallel.forward import shard  # noqa: E402
 from astra_grpo.context_parallel.grid import current_grid  # noqa: E402
 from astra_grpo.grpo import _update as grpo_update  # noqa: E402
-from astra_grpo.runtime import data_parallel_size, make_accelerator  # noqa: E402
+from astra_grpo.runtime import data_parallel_size, full_weights, make_accelerator  # noqa: E402
 from astra_grpo.sft import _update as sft_update  # noqa: E402
 from astra_grpo.sft import train_sft  # noqa: E402
 from cp_support import (  # noqa: E402
@@ -37,6 +38,7 @@ from cp_support import (  # noqa: E402
     SFT_EXAMPLES,
     SFT_UPDATES,
     cp_model,
+    flash_stand_in,
     flat,
     grpo_batch,
     grpo_groups,
@@ -46,6 +48,7 @@ from cp_support import (  # noqa: E402
 )
 
 UPDATE_FAMILIES = ("llama", "qwen3")
+VARIANTS = [*(f"{family}{suffix}" for family in FAMILIES for suffix in ("", "-ckpt")), "llama-fa2"]
 
 
 def sharded_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -60,25 +63,36 @@ def sharded_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts, dim=1)[:, :batch["input_ids"].shape[1]]
 
 
+def mechanism_model(variant: str):
+    """`family`, `family-ckpt` (gradient checkpointing) or `llama-fa2` (the FlashAttention branch, its
+    kernel replaced by `flash_stand_in`)."""
+    family, _, option = variant.partition("-")
+    model = cp_model(family)
+    if option == "fa2":
+        import transformers.modeling_flash_attention_utils as flash
+
+        flash._flash_attention_forward = flash_stand_in
+        model.set_attn_implementation("astra_cp_fa2")
+    enable(model, 2)
+    if option == "ckpt":
+        model.gradient_checkpointing_enable()
+    model.train()
+    return model
+
+
 def mechanism(out: Path) -> None:
     make_accelerator(load_config(SFTConfig, None, dict(context_parallel_size=2, report_to=[])), 1)
     results = {}
-    for family in FAMILIES:
-        for checkpointing in (False, True):
-            model = cp_model(family)
-            enable(model, 2)
-            if checkpointing:
-                model.gradient_checkpointing_enable()
-            model.train()
-            key = f"{family}{'-ckpt' if checkpointing else ''}"
-            results[key] = {"logits": {"sft": sharded_logits(model, sft_batch()),
-                                       "grpo": sharded_logits(model, grpo_batch()),
-                                       "packed": sharded_logits(model, packed_batch())}}
-            for kind in ("sft", "grpo"):
-                result = loss_and_grads(model, kind)
-                for grad in result["grads"].values():
-                    dist.all_reduce(grad, group=current_grid().cp_group)  # partial gradients add up
-                results[key][kind] = result
+    for variant in VARIANTS:
+        model = mechanism_model(variant)
+        batches = {"sft": sft_batch, "grpo": grpo_batch, "packed": packed_batch}
+        results[variant] = {"logits": {name: sharded_logits(model, make()) for name, make in batches.items()
+                                       if not (name == "packed" and variant.endswith("fa2"))}}
+        for kind in ("sft", "grpo"):
+            result = loss_and_grads(model, kind)
+            for grad in result["grads"].values():
+                dist.all_reduce(grad, group=current_grid().cp_group)  # partial gradients add up
+            results[variant][kind] = result
     if dist.get_rank() == 0:
         torch.save(results, out / "mechanism.pt")
 
@@ -98,8 +112,10 @@ def grpo_updates(cp: int, family: str, out: Path, tag: str) -> None:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
         metrics = grpo_update(config, accelerator, prepared, None, optimizer, scheduler, grpo_groups(), 0,
                               grid.dp_size, grid.dp_rank, accumulation)
+        with full_weights(accelerator, prepared):  # ZeRO-3: every process gathers the sharded weights
+            params = flat(accelerator.unwrap_model(prepared))
         if accelerator.is_main_process:
-            torch.save({"params": flat(accelerator.unwrap_model(prepared)), "metrics": metrics,
+            torch.save({"params": params, "metrics": metrics,
                         "accumulation": accumulation, "grid": (grid.dp_size, grid.cp_size),
                         "distributed_type": str(accelerator.distributed_type)},
                        out / f"grpo_{family}_{case}_{tag}.pt")
@@ -121,9 +137,12 @@ def sft_updates(cp: int, family: str, out: Path, tag: str) -> None:
         mine = SFT_EXAMPLES[grid.dp_rank::grid.dp_size]
         metrics = sft_update(config, accelerator, prepared, optimizer, mine, 0, accelerator.num_processes,
                              accumulation)
+        with full_weights(accelerator, prepared):
+            params = flat(accelerator.unwrap_model(prepared))
         if accelerator.is_main_process:
-            torch.save({"params": flat(accelerator.unwrap_model(prepared)), "metrics": metrics,
-                        "accumulation": accumulation, "grid": (grid.dp_size, grid.cp_size)},
+            torch.save({"params": params, "metrics": metrics,
+                        "accumulation": accumulation, "grid": (grid.dp_size, grid.cp_size),
+                        "distributed_type": str(accelerator.distributed_type)},
                        out / f"sft_{family}_{case}_{tag}.pt")
         accelerator.wait_for_everyone()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -57,7 +58,10 @@ def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerato
         plugin.deepspeed_config["gradient_clipping"] = config.max_grad_norm or 0.0
         plugin.deepspeed_config["train_batch_size"] = (config.micro_batch_size * accumulation_steps
                                                        * accelerator.num_processes)
-    init_grid(config.context_parallel_size)
+    grid = init_grid(config.context_parallel_size)
+    if grid.cp_size > 1 and accelerator.is_main_process:
+        print(f"astra-grpo: {grid.world_size} processes = {grid.dp_size} data-parallel x {grid.cp_size} "
+              "context-parallel (Ulysses)", file=sys.stderr)
     return accelerator
 
 

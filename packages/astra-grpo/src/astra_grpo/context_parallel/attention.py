@@ -1,8 +1,8 @@
 """Ulysses attention, registered through transformers' attention-function interface.
 
 `enable(model, cp_size)` switches a Llama / Qwen2 / Qwen3 (any transformers decoder that routes its
-attention through `ALL_ATTENTION_FUNCTIONS`) from `sdpa` or `flash_attention_N` to
-`astra_cp_<inner>`. That function behaves exactly like `<inner>` (generation, evaluation) unless
+attention through `ALL_ATTENTION_FUNCTIONS`) from `sdpa` or `flash_attention_N` to `astra_cp_sdpa`
+or `astra_cp_faN`. That function behaves exactly like the inner kernel (generation, evaluation) unless
 the forward call carries the keyword `astra_cp` (a `CPAttention`, passed by `forward.py`;
 transformers hands extra forward keywords down to the attention function, also when a checkpointed
 layer is recomputed in backward). Then each CP rank holds a slice of every sequence, and:
@@ -36,6 +36,10 @@ from astra_grpo.config import ConfigError
 from astra_grpo.context_parallel.collectives import all_to_all, gather_positions
 
 PREFIX = "astra_cp_"
+# Registered names. They must not contain "flash": transformers would take such a name for a kernel to
+# fetch from the hub. The FlashAttention kernel itself is looked up under its own name (`_flash`).
+NAMES = {inner: PREFIX + inner.replace("flash_attention_", "fa") for inner in INNER}
+INNER_OF = {name: inner for inner, name in NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ def unwrap(model):
 
 
 def is_enabled(model) -> bool:
-    return unwrap(model).config._attn_implementation.startswith(PREFIX)
+    return unwrap(model).config._attn_implementation in INNER_OF
 
 
 def check_heads(config, cp_size: int) -> None:
@@ -73,13 +77,13 @@ def enable(model, cp_size: int) -> None:
     attention implementation; a ConfigError names the field."""
     base = unwrap(model)
     current = base.config._attn_implementation or "sdpa"
-    inner = current.removeprefix(PREFIX)
+    inner = INNER_OF.get(current, current)
     if inner not in INNER:
         raise ConfigError(f"config field attn_implementation: context parallelism runs {' | '.join(INNER)} "
                           f"attention, not {inner}")
     check_heads(base.config, cp_size)
-    if current != PREFIX + inner:
-        base.set_attn_implementation(PREFIX + inner)
+    if current != NAMES[inner]:
+        base.set_attn_implementation(NAMES[inner])
 
 
 def _make_attention(inner: str):
@@ -94,7 +98,7 @@ def _make_attention(inner: str):
                           is_causal=getattr(module, "is_causal", True), **kwargs), None
         return _ulysses(module, inner, astra_cp, query, key, value, dropout, scaling, **kwargs), None
 
-    attention.__name__ = f"{PREFIX}{inner}"
+    attention.__name__ = NAMES[inner]
     return attention
 
 
@@ -158,6 +162,6 @@ def _flash(module, inner: str, query, key, value, attention_mask, dropout: float
                                     attn_implementation=inner, layer_idx=getattr(module, "layer_idx", None), **kwargs)
 
 
-for _inner in INNER:
-    AttentionInterface.register(PREFIX + _inner, _make_attention(_inner))
-    AttentionMaskInterface.register(PREFIX + _inner, ALL_MASK_ATTENTION_FUNCTIONS._global_mapping[_inner])
+for _inner, _name in NAMES.items():
+    AttentionInterface.register(_name, _make_attention(_inner))
+    AttentionMaskInterface.register(_name, ALL_MASK_ATTENTION_FUNCTIONS._global_mapping[_inner])

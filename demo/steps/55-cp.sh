@@ -1,0 +1,29 @@
+# astra-grpo context parallelism (issue 8): an SFT step with every sequence sharded over 2 CPU
+# processes (DP=1 x CP=2, Ulysses all-to-all around attention), launched with `accelerate launch`
+# through the trainer script. The embedded SmolLM2-135M has 9 attention heads, which 2 does not
+# divide, so this uses a tiny random-init Llama (4 heads, 2 kv heads) with SmolLM2's tokenizer.
+C="$OUT/cp"
+mkdir -p "$C"
+DATA="$OUT/grpo/sft_data.jsonl"   # the trajectories of the grpo step
+python - "$C/tiny-llama" <<'PY'
+import sys
+from astra_core.local.model import default_model_dir
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                     bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+AutoModelForCausalLM.from_config(config).save_pretrained(sys.argv[1])
+tokenizer.save_pretrained(sys.argv[1])
+PY
+
+MAIN_PROCESS_PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
+  packages/astra-grpo/scripts/train_sft.sh cpu_2proc.yaml sft_tiny_cpu.yaml "$DATA" --model "$C/tiny-llama" \
+  --context-parallel-size 2 --output-dir "$C/sft" --batch-size 2 --micro-batch-size 1 --max-steps 2 \
+  --max-length 1024 --learning-rate 1e-3 --report-to none
+python - "$C/sft" <<'PY'
+import json, sys
+for step in (json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl")):
+    print(f"cp: step {step['step']}: loss {step['loss']:.4f} over {step['trainable_tokens']:.0f} assistant tokens, "
+          f"grad norm {step['grad_norm']:.3f}")
+PY
