@@ -16,6 +16,7 @@
 Process 0 saves everything; the tests compare it with one process (CP=1) and per-token references.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -97,6 +98,26 @@ def mechanism(out: Path) -> None:
         torch.save(results, out / "mechanism.pt")
 
 
+def save_models(out: Path) -> dict[str, Path]:
+    """The update cases' initial models on disk, written before any Accelerator exists: they are loaded
+    as the trainers load a policy (`from_pretrained`), which under ZeRO-3 initialises the weights
+    partitioned (a model built from a config there would draw different random weights)."""
+    saved = {}
+    for family in UPDATE_FAMILIES:
+        saved[family] = out / "models" / f"{family}-rank{os.environ.get('RANK', '0')}"
+        cp_model(family).save_pretrained(saved[family])
+    return saved
+
+
+def load_model(family: str, cp: int):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(MODELS[family], attn_implementation="sdpa")
+    if cp > 1:
+        enable(model, cp)
+    return model
+
+
 def grpo_updates(cp: int, family: str, out: Path, tag: str) -> None:
     for case, overrides in GRPO_UPDATES.items():
         values = dict(group_size=4, batch_size=4, mini_batch_size=4, micro_batch_size=2, max_grad_norm=0.0,
@@ -105,9 +126,7 @@ def grpo_updates(cp: int, family: str, out: Path, tag: str) -> None:
         accumulation = config.accumulation_steps(data_parallel_size(config))
         accelerator = make_accelerator(config, accumulation)
         grid = current_grid()
-        model = cp_model(family)
-        if cp > 1:
-            enable(model, cp)
+        model = load_model(family, cp)
         prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
         metrics = grpo_update(config, accelerator, prepared, None, optimizer, scheduler, grpo_groups(), 0,
@@ -130,9 +149,7 @@ def sft_updates(cp: int, family: str, out: Path, tag: str) -> None:
         accumulation = config.batch_size // groups // config.micro_batch_size
         accelerator = make_accelerator(config, accumulation)
         grid = current_grid()
-        model = cp_model(family)
-        if cp > 1:
-            enable(model, cp)
+        model = load_model(family, cp)
         prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
         mine = SFT_EXAMPLES[grid.dp_rank::grid.dp_size]
         metrics = sft_update(config, accelerator, prepared, optimizer, mine, 0, accelerator.num_processes,
@@ -158,6 +175,7 @@ def sft_run(model_dir: str, trajectories: str, out: Path) -> None:
 if __name__ == "__main__":
     out_dir = Path(sys.argv[1])
     updates_only = sys.argv[2:] == ["--updates-only"]
+    MODELS = save_models(out_dir)
     if not updates_only:
         mechanism(out_dir)
     for family in UPDATE_FAMILIES:
