@@ -3,25 +3,27 @@
 # samples (episodes in nsjail sessions, F1 reward, Adaptive Batch Filling), then replaying the trained
 # policy as a stage and plotting the curves. A few steps only: this shows the path, not learning
 # (benchmarks/learning.py measures that).
+# One intra-op thread per command: on a shared 2-core machine more threads only contend.
 G="$OUT/grpo"
 mkdir -p "$G"
-head -4 "$OUT/qaenv/gold_trajectories.jsonl" > "$G/sft_data.jsonl"
-head -4 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
+head -2 "$OUT/qaenv/gold_trajectories.jsonl" > "$G/sft_data.jsonl"
+head -2 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
 
 # 1. SFT: loss on assistant tokens only, cosine schedule with warmup; weights in HF format.
-astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
-  --batch-size 2 --micro-batch-size 1 --max-steps 2 --max-length 1024 --learning-rate 2e-5
+OMP_NUM_THREADS=1 astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
+  --batch-size 2 --micro-batch-size 1 --max-steps 1 --warmup-ratio 0 --max-length 768 --learning-rate 2e-5
 
-# 2. GRPO from the SFT weights: 2 prompts x 2 rollouts per step, every rollout written as a record;
+# 2. GRPO from the SFT weights: 1 prompt x 2 rollouts per step, every rollout written as a record (a group
+#    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
 #    the full training state is kept for the newest step only (resume with --resume).
-astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
-  --batch-size 2 --group-size 2 --mini-batch-size 2 --micro-batch-size 2 --max-steps 2 --max-turns 2 \
-  --max-new-tokens 48 --max-response-length 320 --abf-max-rounds 2 --save-state-steps 1 --keep-last-states 1 \
-  --sandbox-pool-size 4 --rollouts-out "$G/train_rollouts.jsonl" --rejects "$G/rejects.train.jsonl"
+OMP_NUM_THREADS=1 astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
+  --batch-size 1 --group-size 2 --mini-batch-size 1 --micro-batch-size 2 --max-steps 2 --max-turns 2 \
+  --max-new-tokens 24 --max-response-length 256 --abf-max-rounds 1 --save-state-steps 1 --keep-last-states 1 \
+  --sandbox-pool-size 2 --rollouts-out "$G/train_rollouts.jsonl" --rejects "$G/rejects.train.jsonl"
 
 # 3. The trained policy as a JSONL stage: one rollout record per episode, scored by the F1 reward.
-astra-grpo rollout "$G/rl_data.jsonl" --model "$G/train/final" -n 1 --max-turns 2 --max-new-tokens 48 \
-  --sandbox-pool-size 4 -o "$G/rollouts.jsonl" --rejects "$G/rejects.rollout.jsonl"
+OMP_NUM_THREADS=1 astra-grpo rollout "$G/rl_data.jsonl" --model "$G/train/final" -n 1 --max-turns 2 --max-new-tokens 24 \
+  --sandbox-pool-size 2 -o "$G/rollouts.jsonl" --rejects "$G/rejects.rollout.jsonl"
 
 # 4. Curves (paper Figure 8 style: turns per trajectory over training, reward, lengths, ABF).
 astra-grpo plot "$G/train" -o "$G/curves.png" --title "astra-grpo demo (SmolLM2-135M, CPU)"

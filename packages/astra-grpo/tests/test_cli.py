@@ -102,3 +102,37 @@ def test_sft_command_trains_a_tiny_model(tiny_llama, tmp_path, fresh_accelerate_
 @pytest.mark.parametrize("command", ["sft", "train", "rollout", "plot", "configs"])
 def test_every_command_has_help(command):
     assert CliRunner().invoke(main, [command, "--help"]).exit_code == 0
+
+
+@pytest.mark.nsjail
+def test_train_and_rollout_commands_end_to_end(tiny_llama, tmp_path, fresh_accelerate_state):
+    """GRPO on the real jailed sandbox with astra-reward's F1, then the trained policy as a JSONL stage.
+    A random-init policy writes no tool calls: every group has zero reward variance, so Adaptive
+    Batch Filling hits its round cap and tops the batch up (logged)."""
+    from astra_core.schema import validate
+
+    samples = write(tmp_path / "s.jsonl", [rl_sample(f"rl-{i}") for i in range(2)])
+    out = tmp_path / "out"
+    common = ["--model", str(tiny_llama), "--max-turns", "2", "--max-new-tokens", "8", "--sandbox-pool-size", "4"]
+    result = CliRunner().invoke(main, ["train", str(samples), "--config", "grpo_tiny_cpu.yaml", *common,
+                                       "--output-dir", str(out), "--max-steps", "1", "--group-size", "2",
+                                       "--micro-batch-size", "2", "--abf-max-rounds", "2", "--report-to", "",
+                                       "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert row["abf/rounds"] == 2 and row["abf/capped"] == 1.0 and row["valid_fraction"] == 0.0
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2 * 2 * 2  # 2 rounds x 2 prompts x 2 rollouts
+    assert sorted({r["status"] for r in rollouts}) == ["discarded", "trained"]
+    for record in rollouts:
+        validate(record, "rollout")
+        assert record["reward_components"]["n"] == 2  # scored by astra-reward against the job
+
+    played = tmp_path / "played.jsonl"
+    result = CliRunner().invoke(main, ["rollout", str(samples), *common, "--model", str(out / "final"), "-n", "2",
+                                       "-o", str(played)])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in played.read_text().splitlines()]
+    assert [r["sample_id"] for r in records] == ["rl-0", "rl-0", "rl-1", "rl-1"]
+    assert all(r["meta"]["provenance"][-1]["command"] == "astra-grpo rollout" for r in records)
+    assert "episodes: 4" in result.output

@@ -244,6 +244,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     ref = _logprobs_of(reference, episodes, mine, config, pad_id, device) if reference is not None else None
 
     scale = backward_scale(accelerator.num_processes, accumulation)
+    lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
     sums = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0, "entropy": 0.0,
             "tokens": 0.0, "update_tokens": 0.0}
     grad_norm = None
@@ -291,7 +292,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     out = {"loss": total["loss"] / updates, "clip_fraction_low": total["clip_low"] / tokens,
            "clip_fraction_high": total["clip_high"] / tokens, "clip_fraction": (total["clip_low"] + total["clip_high"])
            / tokens, "ratio_mean": total["ratio"] / tokens, "update_tokens": total["update_tokens"],
-           "grad_norm": float(grad_norm) if grad_norm is not None else None, "lr": scheduler.get_last_lr()[0],
+           "grad_norm": float(grad_norm) if grad_norm is not None else None, "lr": lr,
            "advantage_abs_mean": sum(abs(a) for a in advantages) / len(advantages)}
     if ref is not None:
         out["kl"] = total["kl"] / tokens

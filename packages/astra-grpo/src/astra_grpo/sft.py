@@ -108,12 +108,13 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
     while step < total_steps:
         started = time.perf_counter()
         mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
+        lr = scheduler.get_last_lr()[0]  # the rate this step trains with
         update = _update(config, accelerator, model, optimizer, mine, tokenizer.pad_token_id, world, accumulation)
         scheduler.step()
         step += 1
 
         elapsed = time.perf_counter() - started
-        metrics.log(step, {"loss": update["loss"], "lr": scheduler.get_last_lr()[0], "grad_norm": update["grad_norm"],
+        metrics.log(step, {"loss": update["loss"], "lr": lr, "grad_norm": update["grad_norm"],
                            "tokens_per_s": update["seen_tokens"] / elapsed, "trainable_tokens": update["tokens"],
                            "epoch": stream.epoch + stream.offset / len(examples)}, final=step == total_steps)
         if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:

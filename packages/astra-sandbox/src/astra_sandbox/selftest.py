@@ -108,10 +108,11 @@ def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
     return namespaces
 
 
-def leftover_processes(pool: SessionPool, uid: int, before: dict[str, list[int]], wait_s: float = 3.0) -> list[int]:
+def leftover_processes(pool: SessionPool, uid: int, before: dict[str, list[int]], wait_s: float = 15.0) -> list[int]:
     """Processes that outlived their episode, on a pool of one worker: anything in a namespace that
     existed `before` (that episode was used and is over), or more than the one idle process of a
-    blank episode. Closed episodes exit within milliseconds; this waits up to `wait_s` for them."""
+    blank episode. Closed episodes exit within milliseconds (a fork bomb's teardown can take seconds on a
+    loaded machine); this polls up to `wait_s` for them."""
     if pool.size != 1:
         raise ValueError("leftover_processes needs a pool of one worker (it tells episodes apart by namespace)")
     deadline = time.monotonic() + wait_s

@@ -1,0 +1,30 @@
+# astra-eval: benchmarks scored by their own checkers (BFCL v3 multi-turn, tau2-bench, ACEBench, AIME).
+# bfcl and tau2 run in their own environments (.venv-bfcl, .venv-tau2, made by scripts/setup):
+# `astra-eval run bfcl|tau2` hands over to them.
+mkdir -p "$OUT/eval/oracle" "$OUT/eval/oracle_drop" "$OUT/eval/seed0" "$OUT/eval/seed1"
+
+# 1. Harness check, no model: replay each benchmark's ground truth through our adapters (every item scores 1),
+#    then a replay with 30% of the BFCL calls left out (scores drop, exactly as bfcl-eval's own runner says).
+astra-eval run bfcl --oracle --limit 5 -o "$OUT/eval/oracle/bfcl.jsonl"
+astra-eval run tau2 --oracle --domain airline --domain retail --limit 2 --trials 1 -o "$OUT/eval/oracle/tau2.jsonl"
+astra-eval run acebench --oracle --split multi_turn --limit 5 --trials 1 -o "$OUT/eval/oracle/acebench.jsonl"
+astra-eval run bfcl --oracle --oracle-drop-rate 0.3 --seed 1 --limit 5 -o "$OUT/eval/oracle_drop/bfcl.jsonl"
+astra-eval summary "$OUT/eval/oracle" "$OUT/eval/oracle_drop" | tee "$OUT/eval/oracle_summary.txt"
+
+# 2. The embedded model on a tiny slice of every benchmark (tiny max_tokens: this shows the path, not quality).
+#    AIME twice, with seeds 0 and 1.
+for seed in 0 1; do
+  astra-eval run aime --year aime2024 --limit 1 --samples 2 --max-tokens 8 --seed "$seed" \
+    -o "$OUT/eval/seed$seed/aime.jsonl"
+done
+astra-eval run acebench --split multi_step --limit 1 --trials 1 --max-messages 2 --max-tokens 8 --seed 0 \
+  -o "$OUT/eval/seed0/acebench.jsonl"
+astra-eval run bfcl --category base --ids multi_turn_base_100 --max-turns 1 --max-tokens 8 --seed 0 \
+  -o "$OUT/eval/seed0/bfcl.jsonl"
+astra-eval run tau2 --domain retail --limit 1 --trials 1 --max-steps 3 --max-tokens 8 --user-max-tokens 8 --seed 0 \
+  -o "$OUT/eval/seed0/tau2.jsonl"
+
+# 3. The paper-shaped summary, and the runs side by side with a bar chart.
+astra-eval summary "$OUT/eval/seed0" "$OUT/eval/seed1" | tee "$OUT/eval/summary.txt"
+astra-eval compare "$OUT/eval/oracle" "$OUT/eval/oracle_drop" "$OUT/eval/seed0" "$OUT/eval/seed1" \
+  --png "$OUT/eval/compare.png" | tee "$OUT/eval/compare.txt"

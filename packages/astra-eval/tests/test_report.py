@@ -1,0 +1,74 @@
+"""Summary tables and comparisons computed from eval_result records with known outcomes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from astra_eval import report
+from astra_eval.results import eval_result, make_item
+from eval_helpers import cli
+
+
+def _records(model: str, rows: list[tuple]) -> list[dict]:
+    out = []
+    for benchmark, category, item, trial, score, extra in rows:
+        item_record = make_item(benchmark, category, item, trial, 0, **extra)
+        record = eval_result(item_record, success=score == 1.0, score=score,
+                             details={"process_accuracy": extra.pop("process", score)} if benchmark == "acebench"
+                             else {})
+        record["meta"]["provenance"] = [{"command": f"astra-eval run {benchmark}", "model": model}]
+        out.append(record)
+    return out
+
+
+ROWS = (
+    [("bfcl", "multi_turn_base", f"b{i}", 0, 1.0 if i < 3 else 0.0, {}) for i in range(4)]  # 75
+    + [("bfcl", "multi_turn_miss_func", f"m{i}", 0, 1.0 if i < 1 else 0.0, {}) for i in range(4)]  # 25
+    + [("tau2", "retail", "r1", t, 1.0 if t < 3 else 0.0, {}) for t in range(4)]
+    + [("tau2", "retail", "r2", t, 1.0, {}) for t in range(4)]
+    + [("tau2", "telecom", "t1", t, 0.0, {}) for t in range(4)]
+    + [("acebench", "multi_turn", "en/a", t, 1.0 if t % 2 else 0.0, {"language": "en", "process": 0.5})
+       for t in range(4)]
+    + [("acebench", "multi_step", "en/s", t, 1.0, {"language": "en"}) for t in range(4)]
+    + [("aime", "aime2024", "p", 0, 0.5, {"setting": "topk20"}), ("aime", "aime2025", "p", 0, 0.25, {"setting": "topk20"}),
+       ("aime", "aime2024", "p", 0, 0.75, {"setting": "topk-1"}), ("aime", "aime2025", "p", 0, 0.0, {"setting": "topk-1"})]
+)
+
+
+def test_figures_follow_the_papers_definitions():
+    figures = report.figures(_records("m", ROWS))
+    assert figures[("BFCL-MT", "Base")] == 75.0 and figures[("BFCL-MT", "Missing Func")] == 25.0
+    assert figures[("BFCL-MT", "Overall")] == 50.0  # mean of the categories present
+    assert figures[("tau2-Bench", "Retail")] == pytest.approx(87.5)  # pass^1: (3/4 + 4/4) / 2
+    assert figures[("tau2 retail", "pass^4")] == 50.0  # only r2 succeeded in all four trials
+    assert figures[("tau2 retail", "pass@4")] == 100.0
+    assert figures[("tau2-Bench", "Overall")] == pytest.approx((87.5 + 0.0) / 2)
+    assert figures[("ACEBench", "Overall")] == pytest.approx((50.0 + 100.0) / 2)
+    assert figures[("ACEBench process", "Multi Turn")] == 50.0
+    assert figures[("AIME top-k 20", "Avg")] == pytest.approx(37.5)
+    assert figures[("AIME", "Final")] == pytest.approx((37.5 + 37.5) / 2)
+
+
+def test_summary_prints_one_row_per_model_and_compare_writes_a_chart(tmp_path):
+    base, rl = tmp_path / "base.jsonl", tmp_path / "rl"
+    rl.mkdir()
+    base.write_text("".join(json.dumps(r) + "\n" for r in _records("base-model", ROWS)))
+    better = [(b, c, i, t, 1.0, e) for b, c, i, t, _, e in ROWS]
+    (rl / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records("rl-model", better)))
+    table = cli("summary", str(base), str(rl)).stdout
+    assert "Missing Func" in table and "pass^4" in table and "AIME2025" in table
+    rows = [line for line in table.splitlines() if line.startswith(("base-model", "rl-model"))]
+    assert len(rows) >= 8 and any("100.00" in line for line in rows if line.startswith("rl-model"))
+    as_json = json.loads(cli("summary", "--json", str(base)).stdout)
+    assert as_json["base-model"]["BFCL-MT: Overall"] == 50.0
+    png = tmp_path / "compare.png"
+    compared = cli("compare", str(base), str(rl), "--label", "base", "--label", "RL", "--png", str(png)).stdout
+    assert "RL" in compared and "base" in compared
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_failures_are_counted_by_reason():
+    item = make_item("aime", "aime2024", "p", 0, 0, setting="topk20")
+    failed = eval_result(item, success=False, score=0.0, error="timeout: item did not finish within 1s")
+    assert report.failures([failed]) == {"timeout": 1}

@@ -1,0 +1,140 @@
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from astra_core import validate
+from astra_toolgraph.mcp_client import McpConnection
+from astra_toolgraph.normalize import SourceError, detect_format, from_astra, mcp_transports, normalize_source
+from conftest import invoke, read_jsonl, time_source, write_jsonl
+
+
+def test_bundled_samples_cover_every_document_format(sample_servers):
+    by_id = {s["id"]: s for s in sample_servers}
+    assert {s["source"]["format"] for s in sample_servers} == {"astra", "openai", "bfcl", "openapi"}
+    for server in sample_servers:
+        validate(server, "tool_server")
+    assert [t["function"]["name"] for t in by_id["bookshop"]["tools"]] == [
+        "searchBooks", "getBook", "createCart", "addToCart", "checkout"]
+    assert by_id["bookshop"]["unmapped_tools"] == [
+        {"name": "uploadCover", "reason": "request body is multipart/form-data, not JSON"}]
+    # OpenAPI: path + query parameters and the JSON body merge into one object; headers are not arguments.
+    add = next(t for t in by_id["bookshop"]["tools"] if t["function"]["name"] == "addToCart")["function"]["parameters"]
+    assert set(add["properties"]) == {"cart_id", "isbn", "quantity"} and set(add["required"]) == {"cart_id", "isbn",
+                                                                                                     "quantity"}
+    search = by_id["bookshop"]["tools"][0]
+    assert set(search["function"]["parameters"]["properties"]) == {"q", "limit"}
+    assert search["output_schema"]["properties"]["books"]["items"]["properties"]["isbn"]["type"] == "string"
+    # BFCL: "dict"/"float" types and the documented response become parameters and output_schema.
+    thermostat = next(t for t in by_id["smart-home"]["tools"] if t["function"]["name"] == "set_thermostat")
+    assert thermostat["function"]["parameters"]["properties"]["target"]["type"] == "number"
+    assert thermostat["output_schema"]["properties"]["target"]["type"] == "number"
+    assert by_id["unit-converter"]["unmapped_tools"][0]["name"] == "convert_weird"
+    assert by_id["order-desk"]["domain"] == "e-commerce" and by_id["calendar"]["domain"] == "productivity"
+
+
+@pytest.mark.parametrize(("call_info", "kind"), [
+    ({"url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "k"}}, "http"),
+    ({"mock_tool": True}, "doc_only"),
+    ({"python_sdk_url": "https://server.smithery.ai/x/mcp?config={config_b64}"}, "doc_only"),
+    ({"command": "mcp-server-x", "args": ["--flag"]}, "stdio"),
+    ({}, "doc_only"),
+])
+def test_astra_call_info_says_how_to_reach_the_server(call_info, kind):
+    record = {"mcp_info": {"base_info": {"group_info": {"server_name": "s", "server_description": "d"},
+                                         "tool_list": [{"name": "a", "description": "does a thing well",
+                                                        "parameters": {"type": "object", "properties": {}}}]},
+                           "call_info": call_info}}
+    (server,) = from_astra(record)
+    assert server["transport"]["kind"] == kind
+    if kind == "http":
+        assert server["transport"]["headers"] == {"X-Key": "k"}
+
+
+def test_formats_are_detected_or_refused():
+    assert detect_format({"base_info": {}}) == "astra"
+    assert detect_format({"openapi": "3.1.0"}) == "openapi"
+    assert detect_format({"command": "x"}) == "mcp"
+    assert detect_format({"functions": []}) == "openai"
+    with pytest.raises(SourceError, match="cannot tell"):
+        detect_format({"name": "x"})
+    assert [name for name, _ in mcp_transports({"mcpServers": {"a": {"command": "x"}, "b": {"url": "http://h/mcp"}}})] \
+        == ["a", "b"]
+
+
+def test_a_live_stdio_server_is_listed_with_its_output_schemas():
+    (server,) = asyncio.run(normalize_source(time_source()))
+    names = [t["function"]["name"] for t in server["tools"]]
+    assert names == ["get_current_time", "convert_time"]
+    assert server["transport"]["kind"] == "stdio" and server["source"]["format"] == "mcp"
+    assert "timezone" in server["tools"][0]["function"]["parameters"]["required"]
+    assert server["tools"][0]["output_schema"]["type"] == "object"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def http_server():
+    port = _free_port()
+    script = Path(__file__).parent / "servers" / "notes_http.py"
+    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_a_streamable_http_server_is_listed_and_called(http_server, tmp_path):
+    sources = write_jsonl(tmp_path / "sources.jsonl", [{"name": "notes", "url": http_server}])
+    out = tmp_path / "servers.jsonl"
+    invoke("normalize", sources, "-o", out)
+    (server,) = read_jsonl(out)
+    assert server["transport"] == {"kind": "http", "url": http_server}
+    assert {t["function"]["name"] for t in server["tools"]} == {"add_note", "get_note", "list_notes"}
+
+    async def calls():
+        async with McpConnection(server["transport"]) as connection:
+            added = await connection.call("add_note", {"title": "t1", "text": "hello"})
+            read = await connection.call("get_note", {"note_id": "t1"})
+            missing = await connection.call("no_such_tool", {})
+            return added, read, missing
+
+    added, read, missing = asyncio.run(calls())
+    assert added.ok and "t1" in added.content
+    assert read.ok and read.content == "hello"
+    assert not missing.ok and missing.content.startswith("Error")
+
+
+def test_an_unreachable_server_is_a_reject_not_a_crash(tmp_path):
+    sources = write_jsonl(tmp_path / "sources.jsonl", [{"name": "ghost", "command": str(tmp_path / "nope")},
+                                                       {"name": "weird"}])
+    rejects = tmp_path / "rejects.jsonl"
+    result = invoke("normalize", sources, "--rejects", rejects)
+    assert result.stdout == ""
+    reasons = [r["reason"] for r in read_jsonl(rejects)]
+    assert len(reasons) == 2 and "source: cannot tell the source format" in reasons[1]
+
+
+def test_a_source_can_expose_only_some_tools():
+    calendar = next(s for s in invoke_samples() if s.get("id") == "calendar")
+    (server,) = asyncio.run(normalize_source({**calendar, "include_tools": ["list_events", "get_event", "nope"],
+                                              "exclude_tools": ["get_event"]}))
+    assert [t["function"]["name"] for t in server["tools"]] == ["list_events"]
+
+
+def invoke_samples():
+    import json
+    return [json.loads(line) for line in invoke("samples").stdout.splitlines()]
