@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
 from astra_grpo.loss import objective_share, policy_terms, sft_token_loss
-from grpo_support import reference_advantages, reference_grpo_loss, reference_sft_loss, synthetic_groups
+from grpo_support import reference_advantages, reference_grpo_updates, reference_sft_loss, synthetic_groups
 
 VOCAB = 256
 # name: (transformers config class, attention heads, key/value heads, hidden size). Under CP=2:
@@ -108,26 +108,7 @@ def grpo_groups():
 
 def reference_grpo_update(family: str, case: str) -> torch.Tensor:
     """The GRPO updates of `case` with per-token loops over the whole global batch, one process."""
-    overrides = GRPO_UPDATES[case]
-    episodes = [e for g in grpo_groups() for e in g.episodes]
-    advantages = reference_advantages([e.reward for e in episodes], 4)
-    model = cp_model(family)
-    from grpo_support import reference_token_logprobs
-
-    with torch.no_grad():
-        old = [reference_token_logprobs(model, e.token_ids) for e in episodes]
-    mini = overrides.get("mini_batch_size", 4) * 4
-    sgd = torch.optim.SGD(model.parameters(), lr=1.0)
-    for _pass in range(overrides.get("num_iterations", 1)):
-        for start in range(0, len(episodes), mini):
-            chosen = range(start, start + mini)
-            sgd.zero_grad()
-            reference_grpo_loss(model, [episodes[i] for i in chosen], [advantages[i] for i in chosen],
-                                [old[i] for i in chosen], mode=overrides["loss_average"],
-                                eps_low=overrides.get("clip_eps_low", 0.2),
-                                eps_high=overrides.get("clip_eps_high", 0.2)).backward()
-            sgd.step()
-    return flat(model)
+    return reference_grpo_updates(cp_model(family), grpo_groups(), GRPO_UPDATES[case])
 
 
 def reference_sft_update(family: str, case: str) -> tuple[torch.Tensor, float]:

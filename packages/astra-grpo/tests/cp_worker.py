@@ -118,6 +118,22 @@ def load_model(family: str, cp: int):
     return model
 
 
+def prepare(accelerator, family: str, cp: int):
+    """(model, SGD optimizer with lr 1) as the trainers prepare them."""
+    model = load_model(family, cp)
+    return accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
+
+
+def save_update(accelerator, prepared, metrics: dict, accumulation: int, path: Path) -> None:
+    with full_weights(accelerator, prepared):  # ZeRO-3: every process gathers the sharded weights
+        params = flat(accelerator.unwrap_model(prepared))
+    if accelerator.is_main_process:
+        grid = current_grid()
+        torch.save({"params": params, "metrics": metrics, "accumulation": accumulation,
+                    "grid": (grid.dp_size, grid.cp_size), "distributed_type": str(accelerator.distributed_type)}, path)
+    accelerator.wait_for_everyone()
+
+
 def grpo_updates(cp: int, family: str, out: Path, tag: str) -> None:
     for case, overrides in GRPO_UPDATES.items():
         values = dict(group_size=4, batch_size=4, mini_batch_size=4, micro_batch_size=2, max_grad_norm=0.0,
@@ -126,19 +142,11 @@ def grpo_updates(cp: int, family: str, out: Path, tag: str) -> None:
         accumulation = config.accumulation_steps(data_parallel_size(config))
         accelerator = make_accelerator(config, accumulation)
         grid = current_grid()
-        model = load_model(family, cp)
-        prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
+        prepared, optimizer = prepare(accelerator, family, cp)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
         metrics = grpo_update(config, accelerator, prepared, None, optimizer, scheduler, grpo_groups(), 0,
                               grid.dp_size, grid.dp_rank, accumulation)
-        with full_weights(accelerator, prepared):  # ZeRO-3: every process gathers the sharded weights
-            params = flat(accelerator.unwrap_model(prepared))
-        if accelerator.is_main_process:
-            torch.save({"params": params, "metrics": metrics,
-                        "accumulation": accumulation, "grid": (grid.dp_size, grid.cp_size),
-                        "distributed_type": str(accelerator.distributed_type)},
-                       out / f"grpo_{family}_{case}_{tag}.pt")
-        accelerator.wait_for_everyone()
+        save_update(accelerator, prepared, metrics, accumulation, out / f"grpo_{family}_{case}_{tag}.pt")
 
 
 def sft_updates(cp: int, family: str, out: Path, tag: str) -> None:
@@ -149,19 +157,11 @@ def sft_updates(cp: int, family: str, out: Path, tag: str) -> None:
         accumulation = config.batch_size // groups // config.micro_batch_size
         accelerator = make_accelerator(config, accumulation)
         grid = current_grid()
-        model = load_model(family, cp)
-        prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=1.0))
+        prepared, optimizer = prepare(accelerator, family, cp)
         mine = SFT_EXAMPLES[grid.dp_rank::grid.dp_size]
         metrics = sft_update(config, accelerator, prepared, optimizer, mine, 0, accelerator.num_processes,
                              accumulation)
-        with full_weights(accelerator, prepared):
-            params = flat(accelerator.unwrap_model(prepared))
-        if accelerator.is_main_process:
-            torch.save({"params": params, "metrics": metrics,
-                        "accumulation": accumulation, "grid": (grid.dp_size, grid.cp_size),
-                        "distributed_type": str(accelerator.distributed_type)},
-                       out / f"sft_{family}_{case}_{tag}.pt")
-        accelerator.wait_for_everyone()
+        save_update(accelerator, prepared, metrics, accumulation, out / f"sft_{family}_{case}_{tag}.pt")
 
 
 def sft_run(model_dir: str, trajectories: str, out: Path) -> None:

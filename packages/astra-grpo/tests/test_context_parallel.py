@@ -5,12 +5,8 @@ checkpointing, the FlashAttention branch (with an SDPA stand-in for the kernel);
 trainers' updates under DP=1 x CP=2 equal DP=2 x CP=1 and the per-token reference (gradient
 accumulation, mini-batches, passes with old log-probs); an SFT run with CP=2 matches one process."""
 
-import json
-
 import pytest
 import torch
-from astra_grpo.config import SFTConfig, load_config
-from astra_grpo.sft import train_sft
 from cp_support import (
     GRPO_UPDATES,
     SFT_UPDATES,
@@ -26,7 +22,7 @@ from cp_support import (
     sft_tokens,
 )
 from cp_worker import UPDATE_FAMILIES, VARIANTS
-from test_data_parallel import launch_worker, trajectories
+from test_data_parallel import assert_sft_run_matches_one_process, launch_worker, trajectories
 
 BATCHES = {"sft": sft_batch, "grpo": grpo_batch, "packed": packed_batch}
 LOGITS = [(v, b) for v in VARIANTS for b in BATCHES if not (b == "packed" and v.endswith("fa2"))]
@@ -67,14 +63,19 @@ def test_loss_and_every_gradient_under_cp2_equal_cp1(variant, kind, mechanism):
         torch.testing.assert_close(got["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
+def both_grids(out, trainer: str, family: str, case: str) -> tuple[dict, dict]:
+    """The results of DP=1 x CP=2 and of DP=2 x CP=1 on the same global batch."""
+    cp2, dp2 = (torch.load(out / f"{trainer}_{family}_{case}_{tag}.pt") for tag in ("cp2", "dp2"))
+    assert (cp2["grid"], dp2["grid"]) == ((1, 2), (2, 1))
+    assert cp2["accumulation"] == 2 * dp2["accumulation"]  # one data-parallel group accumulates twice as much
+    return cp2, dp2
+
+
 @pytest.mark.parametrize("case", list(GRPO_UPDATES))
 @pytest.mark.parametrize("family", UPDATE_FAMILIES)
 def test_grpo_update_dp1_cp2_equals_dp2_cp1_and_reference(family, case, cp_run):
-    out, _ = cp_run
-    cp2 = torch.load(out / f"grpo_{family}_{case}_cp2.pt")
-    dp2 = torch.load(out / f"grpo_{family}_{case}_dp2.pt")
-    assert (cp2["grid"], dp2["grid"]) == ((1, 2), (2, 1))
-    assert cp2["accumulation"] == 2 * dp2["accumulation"] > 2  # the same global batch, accumulated
+    cp2, dp2 = both_grids(cp_run[0], "grpo", family, case)
+    assert dp2["accumulation"] > 1
     expected = reference_grpo_update(family, case)
     assert (expected - flat(cp_model(family))).abs().max() > 1e-4  # the comparison is not between no-ops
     torch.testing.assert_close(cp2["params"], expected, rtol=1e-4, atol=1e-6)
@@ -86,11 +87,7 @@ def test_grpo_update_dp1_cp2_equals_dp2_cp1_and_reference(family, case, cp_run):
 @pytest.mark.parametrize("case", list(SFT_UPDATES))
 @pytest.mark.parametrize("family", UPDATE_FAMILIES)
 def test_sft_update_dp1_cp2_equals_dp2_cp1_and_reference(family, case, cp_run):
-    out, _ = cp_run
-    cp2 = torch.load(out / f"sft_{family}_{case}_cp2.pt")
-    dp2 = torch.load(out / f"sft_{family}_{case}_dp2.pt")
-    assert (cp2["grid"], dp2["grid"]) == ((1, 2), (2, 1))
-    assert cp2["accumulation"] == 2 * dp2["accumulation"]
+    cp2, dp2 = both_grids(cp_run[0], "sft", family, case)
     expected, loss = reference_sft_update(family, case)
     torch.testing.assert_close(cp2["params"], expected, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(cp2["params"], dp2["params"], rtol=1e-4, atol=1e-6)
@@ -100,23 +97,7 @@ def test_sft_update_dp1_cp2_equals_dp2_cp1_and_reference(family, case, cp_run):
 
 
 def test_sft_run_with_cp2_matches_one_process(cp_run, tiny_llama, tmp_path, fresh_accelerate_state):
+    """`train_sft` with context_parallel_size=2 (micro-batches of 2: padding) against one process."""
     out, data = cp_run
-    config = load_config(SFTConfig, None, dict(model=str(tiny_llama), batch_size=4, micro_batch_size=2, max_steps=2,
-                                               learning_rate=1e-3, output_dir=str(tmp_path / "one"), report_to=[],
-                                               save_weights_steps=0, save_state_steps=0, max_length=512))
-    train_sft(config, [str(data)])
-    one = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
-    two = [json.loads(line) for line in (out / "sft_run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in two] == [1, 2]
-    for a, b in zip(one, two, strict=True):
-        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4)
-        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-3)  # no CP-size factor in the gradient
-        assert b["trainable_tokens"] == a["trainable_tokens"]
-    from grpo_support import flat_params
-    from transformers import AutoModelForCausalLM
-
-    saved = AutoModelForCausalLM.from_pretrained(out / "sft_run" / "final")
-    assert saved.config._attn_implementation == "sdpa"  # the saved checkpoint is an ordinary one
-    torch.testing.assert_close(flat_params(saved), flat_params(AutoModelForCausalLM.from_pretrained(tmp_path / "one"
-                                                                                                   / "final")),
-                               rtol=0, atol=3e-3)
+    assert_sft_run_matches_one_process(out / "sft_run", tiny_llama, data, tmp_path / "one", micro_batch_size=2)
+    assert "astra_cp" not in (out / "sft_run" / "final" / "config.json").read_text()  # an ordinary checkpoint
