@@ -5,10 +5,19 @@
 C="$OUT/cp"
 mkdir -p "$C"
 DATA="$OUT/grpo/sft_data.jsonl"   # the trajectories of the grpo step
+# Run on its own (without the earlier steps): astra-reward's bundled trajectories.
+[ -s "$DATA" ] || DATA="$(astra-reward sample-data)/trajectories.jsonl"
 python - "$C/tiny-llama" <<'PY'
 import sys
 from astra_core.local.model import default_model_dir
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+from astra_grpo.config import ConfigError
+from astra_grpo.context_parallel.attention import check_heads
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+try:  # the embedded model's heads don't split over 2 ranks: refused, with the reason
+    check_heads(AutoConfig.from_pretrained(default_model_dir()), 2)
+except ConfigError as error:
+    print(f"cp: SmolLM2-135M with CP=2 is refused: {error}")
+
 tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
 config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
@@ -20,7 +29,7 @@ PY
 MAIN_PROCESS_PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
   packages/astra-grpo/scripts/train_sft.sh cpu_2proc.yaml sft_tiny_cpu.yaml "$DATA" --model "$C/tiny-llama" \
   --context-parallel-size 2 --output-dir "$C/sft" --batch-size 2 --micro-batch-size 1 --max-steps 2 \
-  --max-length 1024 --learning-rate 1e-3 --report-to none
+  --max-length 1024 --learning-rate 1e-3 --warmup-ratio 0 --report-to none
 python - "$C/sft" <<'PY'
 import json, sys
 for step in (json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl")):
