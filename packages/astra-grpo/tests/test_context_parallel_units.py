@@ -116,3 +116,12 @@ def test_cp_forward_needs_the_ulysses_attention():
     grid = ProcessGrid(world_size=2, dp_size=1, cp_size=2, dp_rank=0, cp_rank=0)
     with pytest.raises(RuntimeError, match="enable"):
         sharded_token_logprobs(cp_model("llama"), sft_batch(), grid)
+
+
+def test_rollout_shares_come_back_in_order_even_when_some_processes_have_none():
+    from astra_grpo.runtime import interleave
+
+    for world in (1, 2, 3):
+        for count in range(7):  # under CP a batch may hold fewer groups than processes (e.g. 1 group, 2 ranks)
+            items = [f"group-{k}" for k in range(count)]
+            assert interleave([items[rank::world] for rank in range(world)]) == items

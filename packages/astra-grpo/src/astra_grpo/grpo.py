@@ -53,6 +53,7 @@ from astra_grpo.runtime import (
     full_weights,
     gather_objects,
     global_sums,
+    interleave,
     is_zero3,
     load_policy,
     make_accelerator,
@@ -166,10 +167,10 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             first = stream.epoch * stream.size + stream.offset  # position in the endless stream
             indices = stream.take(config.batch_size)
             uids = [f"{samples[i]['id']}@{first + k}" for k, i in enumerate(indices)]
+            share = indices[rank::world]  # may be empty: a CP batch can have fewer groups than processes
             with full_weights(accelerator, model):
-                mine = runner.play([samples[i] for i in indices[rank::world]], config.group_size, uids[rank::world])
-            everyone = gather_objects(accelerator, mine)
-            groups = [everyone[r][j] for j in range(len(everyone[0])) for r in range(world)]
+                mine = runner.play([samples[i] for i in share], config.group_size, uids[rank::world]) if share else []
+            groups = interleave(gather_objects(accelerator, mine))
             rolled.extend(groups)
             return groups
 

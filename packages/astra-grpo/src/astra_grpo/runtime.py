@@ -144,5 +144,12 @@ def gather_objects(accelerator: Accelerator, items: list) -> list[list]:
     return gathered
 
 
+def interleave(shares: list[list]) -> list:
+    """The items dealt round-robin over the processes (`items[rank::world]`) back in their order. Shares
+    may be uneven: under context parallelism a batch can hold fewer groups than there are processes."""
+    world = len(shares)
+    return [shares[k % world][k // world] for k in range(sum(map(len, shares)))]
+
+
 def chunks[T](items: Sequence[T], size: int) -> list[Sequence[T]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
