@@ -173,6 +173,28 @@ def reference_grpo_loss(model, episodes: list[Episode], advantages: list[float],
     return sum(s / max(c, 1) for s, c in zip(per_sequence_sums, per_sequence_counts, strict=True)) / len(episodes)
 
 
+def reference_grpo_updates(model, groups: list[Group], overrides: dict, lr: float = 1.0) -> torch.Tensor:
+    """The trainer's SGD updates on `groups` (config `overrides`: loss_average, mini_batch_size,
+    num_iterations, clip bounds) with per-token loops over the whole global batch; the flat parameters."""
+    group_size = len(groups[0].episodes)
+    episodes = [e for g in groups for e in g.episodes]
+    advantages = reference_advantages([e.reward for e in episodes], group_size)
+    with torch.no_grad():
+        old = [reference_token_logprobs(model, e.token_ids) for e in episodes]
+    mini = overrides.get("mini_batch_size", len(groups)) * group_size
+    sgd = torch.optim.SGD(model.parameters(), lr=lr)
+    for _pass in range(overrides.get("num_iterations", 1)):
+        for start in range(0, len(episodes), mini):
+            chosen = range(start, start + mini)
+            sgd.zero_grad()
+            reference_grpo_loss(model, [episodes[i] for i in chosen], [advantages[i] for i in chosen],
+                                [old[i] for i in chosen], mode=overrides["loss_average"],
+                                eps_low=overrides.get("clip_eps_low", 0.2),
+                                eps_high=overrides.get("clip_eps_high", 0.2)).backward()
+            sgd.step()
+    return flat_params(model)
+
+
 def reference_advantages(rewards: list[float], group_size: int, eps: float = 1e-6) -> list[float]:
     out = []
     for start in range(0, len(rewards), group_size):

@@ -17,10 +17,8 @@ from astra_grpo.sft import train_sft
 from dp_worker import GRPO_CASES, SFT_EXAMPLES, VOCAB, small_model
 from grpo_support import (
     flat_params,
-    reference_advantages,
-    reference_grpo_loss,
+    reference_grpo_updates,
     reference_sft_loss,
-    reference_token_logprobs,
     synthetic_groups,
 )
 
@@ -46,12 +44,12 @@ def trajectories(path: Path) -> Path:
     return path
 
 
-def launch_worker(accelerate_config: str, *args: str, env: dict | None = None) -> None:
-    """`accelerate launch --config_file <bundled config> dp_worker.py ARGS` (2 CPU processes)."""
+def launch_worker(accelerate_config: str, *args: str, env: dict | None = None, worker: str = "dp_worker.py") -> None:
+    """`accelerate launch --config_file <bundled config> WORKER ARGS` (2 CPU processes)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE), **(env or {})}
     command = [str(Path(sys.executable).parent / "accelerate"), "launch",
                "--config_file", str(bundled_configs() / "accelerate" / accelerate_config),
-               "--main_process_port", str(free_port()), str(HERE / "dp_worker.py"), *args]
+               "--main_process_port", str(free_port()), str(HERE / worker), *args]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
 
@@ -67,24 +65,7 @@ def two_process_run(tmp_path_factory, tiny_llama):
 def reference_grpo(case: str) -> torch.Tensor:
     """The same SGD updates with per-token loops over the whole global batch, in this process."""
     overrides, lr = GRPO_CASES[case]
-    groups = synthetic_groups(4, 4, VOCAB, seed=5)
-    episodes = [e for g in groups for e in g.episodes]
-    advantages = reference_advantages([e.reward for e in episodes], 4)
-    model = small_model()
-    with torch.no_grad():
-        old = [reference_token_logprobs(model, e.token_ids) for e in episodes]
-    mini = overrides.get("mini_batch_size", 4) * 4
-    sgd = torch.optim.SGD(model.parameters(), lr=lr)
-    for _pass in range(overrides.get("num_iterations", 1)):
-        for start in range(0, len(episodes), mini):
-            chosen = range(start, start + mini)
-            sgd.zero_grad()
-            reference_grpo_loss(model, [episodes[i] for i in chosen], [advantages[i] for i in chosen],
-                                [old[i] for i in chosen], mode=overrides["loss_average"],
-                                eps_low=overrides.get("clip_eps_low", 0.2),
-                                eps_high=overrides.get("clip_eps_high", 0.2)).backward()
-            sgd.step()
-    return flat_params(model)
+    return reference_grpo_updates(small_model(), synthetic_groups(4, 4, VOCAB, seed=5), overrides, lr)
 
 
 @pytest.mark.parametrize("case", list(GRPO_CASES))
@@ -114,20 +95,26 @@ def test_sft_update_on_two_processes_equals_reference(mode, two_process_run):
 
 def test_sft_run_on_two_processes_matches_one_process(two_process_run, tiny_llama, tmp_path, fresh_accelerate_state):
     out, data = two_process_run
-    config = load_config(SFTConfig, None, dict(model=str(tiny_llama), batch_size=4, micro_batch_size=1, max_steps=2,
-                                               learning_rate=1e-3, output_dir=str(tmp_path / "one"), report_to=[],
+    assert_sft_run_matches_one_process(out / "sft_run", tiny_llama, data, tmp_path / "one", micro_batch_size=1)
+
+
+def assert_sft_run_matches_one_process(run: Path, model_dir: Path, data: Path, one: Path, micro_batch_size: int) -> None:
+    """`run` (2 steps of SFT on 2 processes) has the losses, gradient norms, token counts and final
+    weights of the same run in this process."""
+    config = load_config(SFTConfig, None, dict(model=str(model_dir), batch_size=4, micro_batch_size=micro_batch_size,
+                                               max_steps=2, learning_rate=1e-3, output_dir=str(one), report_to=[],
                                                save_weights_steps=0, save_state_steps=0, max_length=512))
     train_sft(config, [str(data)])
-    one = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
-    two = [json.loads(line) for line in (out / "sft_run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in two] == [1, 2]
-    for a, b in zip(one, two, strict=True):
+    expected = [json.loads(line) for line in (one / "metrics.jsonl").read_text().splitlines()]
+    got = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in got] == [1, 2]
+    for a, b in zip(expected, got, strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4)
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-3)  # the gradient scale agrees
         assert b["trainable_tokens"] == a["trainable_tokens"]
     from transformers import AutoModelForCausalLM
 
-    weights_one = flat_params(AutoModelForCausalLM.from_pretrained(tmp_path / "one" / "final"))
-    weights_two = flat_params(AutoModelForCausalLM.from_pretrained(out / "sft_run" / "final"))
+    weights_one = flat_params(AutoModelForCausalLM.from_pretrained(one / "final"))
+    weights_two = flat_params(AutoModelForCausalLM.from_pretrained(run / "final"))
     torch.testing.assert_close(weights_two, weights_one, rtol=0, atol=3e-3)  # Adam: 2 steps of lr 1e-3
-    assert (weights_one - flat_params(AutoModelForCausalLM.from_pretrained(tiny_llama))).abs().max() > 1e-4
+    assert (weights_one - flat_params(AutoModelForCausalLM.from_pretrained(model_dir))).abs().max() > 1e-4

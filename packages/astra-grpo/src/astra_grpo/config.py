@@ -19,6 +19,9 @@ from typing import Any
 import click
 import yaml
 
+# Attention kernels the Ulysses context-parallel attention can wrap (context_parallel/attention.py).
+CP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4")
+
 
 class ConfigError(ValueError):
     """A config that cannot be trained with; names the field."""
@@ -42,6 +45,9 @@ class TrainConfig:
                                        "mixed precision itself comes from the accelerate config.")
     attn_implementation: str | None = knob("sdpa", "Attention kernel (sdpa | eager | flash_attention_2).")
     gradient_checkpointing: bool = knob(False, "Recompute activations in backward to save memory.")
+    context_parallel_size: int = knob(1, "Ulysses context parallelism: shard every training sequence over a group of "
+                                         "this many processes (data parallelism runs over processes / this; the "
+                                         "model's attention heads must divide by it). Paper: 2 for 14B, 4 for 32B.")
     chat_format: str = knob("auto", "How conversations are rendered: hermes (tools in the system prompt, "
                                     "<tool_call> blocks, as astra-core serves), template (the tokenizer's own "
                                     "tool-aware chat template), or auto (template when it knows tools).")
@@ -80,6 +86,9 @@ class TrainConfig:
         _check(self.keep_last_states >= 1, "keep_last_states", "must be >= 1")
         _check(self.chat_format in ("auto", "hermes", "template"), "chat_format", "auto | hermes | template")
         _check(self.model_dtype in ("float32", "bfloat16", "float16"), "model_dtype", "float32 | bfloat16 | float16")
+        _check(self.context_parallel_size >= 1, "context_parallel_size", "must be >= 1")
+        _check(self.context_parallel_size == 1 or (self.attn_implementation or "sdpa") in CP_ATTENTION,
+               "attn_implementation", f"context parallelism runs {' | '.join(CP_ATTENTION)} attention")
 
 
 @dataclass

@@ -41,6 +41,7 @@ from astra_grpo.checkpoint import (
     step_dir,
 )
 from astra_grpo.config import ConfigError, GRPOConfig, save_config
+from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Sampling
 from astra_grpo.logprobs import collate, pad_token_values, token_logprobs, trainable_tokens
@@ -48,9 +49,11 @@ from astra_grpo.loss import backward_scale, group_advantages, objective_share, p
 from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
 from astra_grpo.runtime import (
     chunks,
+    data_parallel_size,
     full_weights,
     gather_objects,
     global_sums,
+    interleave,
     is_zero3,
     load_policy,
     make_accelerator,
@@ -103,7 +106,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     """Train; returns the directory of the final weights. `pool`: environment sessions (default: a
     jailed astra-sandbox SessionPool); `reward_fn`: episode -> (reward, components) (default: astra-reward)."""
     world = world_size()
-    accumulation = config.accumulation_steps(world)
+    accumulation = config.accumulation_steps(data_parallel_size(config))
     accelerator = make_accelerator(config, accumulation)
     if config.kl_coef > 0 and is_zero3(accelerator):
         raise ConfigError("config field kl_coef: the KL reference model is not supported under DeepSpeed ZeRO-3")
@@ -164,10 +167,10 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             first = stream.epoch * stream.size + stream.offset  # position in the endless stream
             indices = stream.take(config.batch_size)
             uids = [f"{samples[i]['id']}@{first + k}" for k, i in enumerate(indices)]
+            share = indices[rank::world]  # may be empty: a CP batch can have fewer groups than processes
             with full_weights(accelerator, model):
-                mine = runner.play([samples[i] for i in indices[rank::world]], config.group_size, uids[rank::world])
-            everyone = gather_objects(accelerator, mine)
-            groups = [everyone[r][j] for j in range(len(everyone[0])) for r in range(world)]
+                mine = runner.play([samples[i] for i in share], config.group_size, uids[rank::world]) if share else []
+            groups = interleave(gather_objects(accelerator, mine))
             rolled.extend(groups)
             return groups
 
@@ -182,8 +185,9 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
             # -- 3. policy update ---------------------------------------------------------------
             started = time.perf_counter()
+            grid = current_grid()  # updates split the batch over data-parallel groups, not processes
             update = _update(config, accelerator, model, reference, optimizer, scheduler, fill.batch,
-                             tokenizer.pad_token_id, world, rank, accumulation)
+                             tokenizer.pad_token_id, grid.dp_size, grid.dp_rank, accumulation)
             update_seconds = time.perf_counter() - started
             with full_weights(accelerator, model):
                 engine.push_weights(policy)
@@ -220,7 +224,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
 def _update(config: GRPOConfig, accelerator, model, reference, optimizer, scheduler, batch: list[Group],
             pad_id: int, world: int, rank: int, accumulation: int) -> dict[str, float]:
-    """Every optimizer update of one step; returns the step's update metrics (global)."""
+    """Every optimizer update of one step; returns the step's update metrics (global). `world` and `rank`
+    are the data-parallel size and rank (processes and rank without context parallelism)."""
     device = accelerator.device
     episodes = [e for g in batch for e in g.episodes]
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
@@ -239,7 +244,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     old = None if reuse else _logprobs_of(model, episodes, mine, config, pad_id, device)
     ref = _logprobs_of(reference, episodes, mine, config, pad_id, device) if reference is not None else None
 
-    scale = backward_scale(world, accumulation)
+    scale = backward_scale(accelerator.num_processes, accumulation)
     lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
     sums = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0, "entropy": 0.0,
             "tokens": 0.0, "update_tokens": 0.0}

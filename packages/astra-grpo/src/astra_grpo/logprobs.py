@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
+from astra_grpo.context_parallel.grid import current_grid
+
 
 def trainable_tokens(mask: Sequence[int]) -> int:
     """Tokens of one sequence the loss is taken on (the first token never is: nothing predicts it)."""
@@ -54,8 +56,13 @@ def token_logprobs(model, batch: dict[str, torch.Tensor], temperature: float = 1
     """(log-probs [B, T], entropies [B, T] or None), zero outside `loss_mask`.
 
     Logits are computed only at the positions that predict a masked token (the boolean
-    `logits_to_keep` of transformers), never for the prompt or the observations.
+    `logits_to_keep` of transformers), never for the prompt or the observations. Under context
+    parallelism (the current process grid has cp_size > 1) every sequence is sharded over the CP group.
     """
+    if (grid := current_grid()).cp_size > 1:
+        from astra_grpo.context_parallel.forward import sharded_token_logprobs
+
+        return sharded_token_logprobs(model, batch, grid, temperature, with_entropy)
     mask = batch["loss_mask"] > 0
     predicting = torch.zeros_like(mask)
     predicting[:, :-1] = mask[:, 1:]  # position t predicts token t+1

@@ -1,11 +1,13 @@
-"""What both trainers need from accelerate and transformers: processes, model, optimizer, schedule,
-and the two collectives the objective needs (a global sum and an object gather)."""
+"""What both trainers need from accelerate and transformers: processes (and their DP x CP grid),
+model, optimizer, schedule, and the two collectives the objective needs (a global sum and an object
+gather)."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import sys
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -13,6 +15,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType, InitProcessGroupKwargs
 
 from astra_grpo.config import TrainConfig
+from astra_grpo.context_parallel.grid import current_grid, grid_shape, init_grid
 
 
 def _process_options() -> dict:
@@ -31,8 +34,14 @@ def world_size() -> int:
     return PartialState(**_process_options()).num_processes
 
 
+def data_parallel_size(config: TrainConfig) -> int:
+    """Data-parallel groups of this run: processes / context_parallel_size (a ConfigError if it does not divide)."""
+    return grid_shape(world_size(), config.context_parallel_size)[0]
+
+
 def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerator:
-    """An Accelerator whose gradient accumulation is exactly `accumulation_steps` micro-batches per update.
+    """An Accelerator whose gradient accumulation is exactly `accumulation_steps` micro-batches per update,
+    and the DP x CP process grid of `config.context_parallel_size` (`context_parallel.grid.current_grid`).
 
     On a machine without CUDA the processes use gloo on CPU (see `_process_options`).
     """
@@ -49,6 +58,10 @@ def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerato
         plugin.deepspeed_config["gradient_clipping"] = config.max_grad_norm or 0.0
         plugin.deepspeed_config["train_batch_size"] = (config.micro_batch_size * accumulation_steps
                                                        * accelerator.num_processes)
+    grid = init_grid(config.context_parallel_size)
+    if grid.cp_size > 1 and accelerator.is_main_process:
+        print(f"astra-grpo: {grid.world_size} processes = {grid.dp_size} data-parallel x {grid.cp_size} "
+              "context-parallel (Ulysses)", file=sys.stderr)
     return accelerator
 
 
@@ -81,6 +94,10 @@ def load_policy(config: TrainConfig):
     kwargs = {"attn_implementation": config.attn_implementation} if config.attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model_dtype), **kwargs)
     model.config.use_cache = False
+    if config.context_parallel_size > 1:
+        from astra_grpo.context_parallel.attention import enable
+
+        enable(model, config.context_parallel_size)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
@@ -102,21 +119,19 @@ def make_scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer, total_
 
 
 def global_sum(accelerator: Accelerator, value: float) -> float:
-    """Sum of `value` over all processes (e.g. the token count that normalises the loss)."""
-    if accelerator.num_processes == 1:
-        return float(value)
-    tensor = torch.tensor([float(value)], dtype=torch.float64, device=accelerator.device)
-    torch.distributed.all_reduce(tensor)
-    return float(tensor.item())
+    """Sum of `value` over the data-parallel groups (e.g. the token count that normalises the loss)."""
+    return global_sums(accelerator, {"value": value})["value"]
 
 
 def global_sums(accelerator: Accelerator, values: dict[str, float]) -> dict[str, float]:
-    """`global_sum` of several values in one collective."""
-    if accelerator.num_processes == 1 or not values:
+    """`global_sum` of several values in one collective. The ranks of a context-parallel group hold the
+    same micro-batches, so the sum runs over one rank per CP group (its DP group): every token once."""
+    grid = current_grid()
+    if grid.dp_size == 1 or not values:
         return {k: float(v) for k, v in values.items()}
     keys = sorted(values)
     tensor = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=accelerator.device)
-    torch.distributed.all_reduce(tensor)
+    torch.distributed.all_reduce(tensor, group=grid.dp_group)
     return dict(zip(keys, tensor.tolist(), strict=True))
 
 
@@ -127,6 +142,13 @@ def gather_objects(accelerator: Accelerator, items: list) -> list[list]:
     gathered: list = [None] * accelerator.num_processes
     torch.distributed.all_gather_object(gathered, items)
     return gathered
+
+
+def interleave(shares: list[list]) -> list:
+    """The items dealt round-robin over the processes (`items[rank::world]`) back in their order. Shares
+    may be uneven: under context parallelism a batch can hold fewer groups than there are processes."""
+    world = len(shares)
+    return [shares[k % world][k // world] for k in range(sum(map(len, shares)))]
 
 
 def chunks[T](items: Sequence[T], size: int) -> list[Sequence[T]]:

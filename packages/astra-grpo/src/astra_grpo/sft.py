@@ -27,11 +27,13 @@ from astra_grpo.checkpoint import (
     step_dir,
 )
 from astra_grpo.config import ConfigError, SFTConfig, save_config
+from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, load_records, write_rejects
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, objective_share, sft_token_loss
 from astra_grpo.runtime import (
     chunks,
+    data_parallel_size,
     global_sums,
     load_policy,
     make_accelerator,
@@ -62,11 +64,11 @@ def build_examples(records: list[dict], renderer: ChatRenderer, config: SFTConfi
 def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, rejects: str | None = None,
               on_step: Callable[[int], None] | None = None) -> Path:
     """Train; returns the directory of the final weights."""
-    world = world_size()
-    per_process, rest = divmod(config.batch_size, world)
+    world, groups = world_size(), data_parallel_size(config)  # groups: data-parallel (processes / CP size)
+    per_process, rest = divmod(config.batch_size, groups)
     if rest or per_process % config.micro_batch_size:
         raise ConfigError(f"config field batch_size: {config.batch_size} sequences do not split into "
-                          f"{world} processes x micro-batches of {config.micro_batch_size}")
+                          f"{groups} data-parallel groups x micro-batches of {config.micro_batch_size}")
     accumulation = per_process // config.micro_batch_size
     accelerator = make_accelerator(config, accumulation)
     set_seed(config.seed)
@@ -102,10 +104,10 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         print(f"astra-grpo sft: resumed from {state_path}", file=sys.stderr)
     metrics = Metrics(accelerator, config, resume_step=resumed)
 
-    rank = accelerator.process_index
+    group = current_grid().dp_rank  # the ranks of a context-parallel group train on the same sequences
     while step < total_steps:
         started = time.perf_counter()
-        mine = [examples[i] for i in stream.take(config.batch_size)[rank::world]]
+        mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
         lr = scheduler.get_last_lr()[0]  # the rate this step trains with
         update = _update(config, accelerator, model, optimizer, mine, tokenizer.pad_token_id, world, accumulation)
         scheduler.step()

@@ -1,0 +1,167 @@
+"""Ulysses attention, registered through transformers' attention-function interface.
+
+`enable(model, cp_size)` switches a Llama / Qwen2 / Qwen3 (any transformers decoder that routes its
+attention through `ALL_ATTENTION_FUNCTIONS`) from `sdpa` or `flash_attention_N` to `astra_cp_sdpa`
+or `astra_cp_faN`. That function behaves exactly like the inner kernel (generation, evaluation) unless
+the forward call carries the keyword `astra_cp` (a `CPAttention`, passed by `forward.py`;
+transformers hands extra forward keywords down to the attention function, also when a checkpointed
+layer is recomputed in backward). Then each CP rank holds a slice of every sequence, and:
+
+    q, k, v [B, heads, S/cp, D]  --all-to-all-->  [B, heads/cp, S, D]   (whole sequences, some heads)
+    attention over the whole sequence, causal; masks from the all-gathered position ids
+    out [B, S, heads/cp, D]      --all-to-all-->  [B, S/cp, heads, D]   (back to this rank's slice)
+
+Key/value heads are repeated first when there are fewer of them than the CP ranks can share
+evenly (GQA with kv_heads < cp_size): to lcm(kv_heads, cp_size) heads, which keeps every query
+head with its own key/value head. Query heads must divide by cp_size (Ulysses gives every rank
+the same number); otherwise `enable` refuses the model (ring attention is not implemented).
+
+The padding mask is not used under CP: batches must be right-padded (`forward.py` checks), so
+causal attention alone keeps every real token away from the padding after it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+from astra_grpo.config import CP_ATTENTION as INNER
+from astra_grpo.config import ConfigError
+from astra_grpo.context_parallel.collectives import all_to_all, gather_positions
+
+PREFIX = "astra_cp_"
+# Registered names. They must not contain "flash": transformers would take such a name for a kernel to
+# fetch from the hub. The FlashAttention kernel itself is looked up under its own name (`_flash`).
+NAMES = {inner: PREFIX + inner.replace("flash_attention_", "fa") for inner in INNER}
+INNER_OF = {name: inner for inner, name in NAMES.items()}
+
+
+@dataclass(frozen=True)
+class CPAttention:
+    """What the attention function needs to know about the CP group (the `astra_cp` forward keyword)."""
+
+    group: Any
+    size: int
+    rank: int
+
+
+def unwrap(model):
+    """The transformers model inside DDP / DeepSpeed / accelerate wrappers."""
+    while hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def is_enabled(model) -> bool:
+    return unwrap(model).config._attn_implementation in INNER_OF
+
+
+def check_heads(config, cp_size: int) -> None:
+    """A ConfigError when Ulysses cannot shard this model's attention heads over `cp_size` ranks."""
+    heads = config.num_attention_heads
+    if heads % cp_size:
+        raise ConfigError(
+            f"config field context_parallel_size: the model has {heads} attention heads, which "
+            f"{cp_size} does not divide; Ulysses context parallelism gives every CP rank heads/cp of them "
+            "(ring attention, which would cover this case, is not implemented)")
+
+
+def enable(model, cp_size: int) -> None:
+    """Route the model's attention through the Ulysses function (idempotent). Checks the heads and the
+    attention implementation; a ConfigError names the field."""
+    base = unwrap(model)
+    current = base.config._attn_implementation or "sdpa"
+    inner = INNER_OF.get(current, current)
+    if inner not in INNER:
+        raise ConfigError(f"config field attn_implementation: context parallelism runs {' | '.join(INNER)} "
+                          f"attention, not {inner}")
+    check_heads(base.config, cp_size)
+    if current != NAMES[inner]:
+        base.set_attn_implementation(NAMES[inner])
+
+
+def _make_attention(inner: str):
+    def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                  astra_cp: CPAttention | None = None, **kwargs):
+        if astra_cp is None:  # an ordinary forward (generation, evaluation): exactly the inner attention
+            if inner == "sdpa":
+                return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                              scaling=scaling, **kwargs)
+            return _flash(module, inner, query, key, value, attention_mask, dropout, scaling,
+                          is_causal=getattr(module, "is_causal", True), **kwargs), None
+        return _ulysses(module, inner, astra_cp, query, key, value, dropout, scaling, **kwargs), None
+
+    attention.__name__ = NAMES[inner]
+    return attention
+
+
+def _ulysses(module, inner: str, cp: CPAttention, query, key, value, dropout: float, scaling: float | None,
+             position_ids: torch.Tensor | None = None, sliding_window: int | None = None, **kwargs) -> torch.Tensor:
+    """[B, heads, S/cp, D] slices in, [B, S/cp, heads, D] attention output of this rank's slice out."""
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if heads % cp.size:
+        raise ValueError(f"{heads} attention heads do not split over {cp.size} context-parallel ranks")
+    if position_ids is None:
+        raise ValueError("context-parallel attention needs the position ids of the sequence slice")
+    repeats = math.lcm(kv_heads, cp.size) // kv_heads
+    if repeats > 1:
+        key, value = key.repeat_interleave(repeats, dim=1), value.repeat_interleave(repeats, dim=1)
+    query, key, value = (all_to_all(t, 1, 2, cp.group, cp.size) for t in (query, key, value))
+    positions = gather_positions(position_ids.expand(query.shape[0], -1), cp.group, cp.size)
+    if inner == "sdpa":
+        if sliding_window is not None:
+            raise ValueError("context-parallel sdpa attention has no sliding window; use flash_attention_2")
+        out = _sdpa(query, key, value, positions, dropout, scaling).transpose(1, 2)
+    else:
+        out = _flash(module, inner, query, key, value, None, dropout, scaling, is_causal=True,
+                     position_ids=positions, sliding_window=sliding_window, **kwargs)
+    return all_to_all(out, 1, 2, cp.group, cp.size)  # [B, S, heads/cp, D] -> [B, S/cp, heads, D]
+
+
+def _sdpa(query, key, value, positions: torch.Tensor, dropout: float, scaling: float | None) -> torch.Tensor:
+    """Causal attention over whole sequences, [B, h, S, D]; packed sequences (position ids restarting) stay
+    apart, as transformers treats them."""
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    mask = _packed_causal_mask(positions)
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout,
+                                                            is_causal=mask is None, scale=scaling)
+
+
+def _packed_causal_mask(positions: torch.Tensor) -> torch.Tensor | None:
+    """None when every row is one run of consecutive positions (plain causal attention); otherwise a
+    [B, 1, S, S] boolean mask: causal, and only within a run."""
+    steps = positions.diff(dim=-1)
+    if bool((steps == 1).all()):
+        return None
+    segment = torch.nn.functional.pad((steps != 1).long(), (1, 0)).cumsum(-1)
+    length = positions.shape[-1]
+    causal = torch.ones(length, length, dtype=torch.bool, device=positions.device).tril()
+    return (causal & (segment[:, :, None] == segment[:, None, :]))[:, None]
+
+
+def _flash(module, inner: str, query, key, value, attention_mask, dropout: float, scaling: float | None, *,
+           is_causal: bool, **kwargs) -> torch.Tensor:
+    """transformers' FlashAttention path for [B, h, S, D] inputs; returns [B, S, h, D]. (Its own
+    `flash_attention_forward` would look the kernel up under the model's attention name, ours.)"""
+    from transformers.integrations.flash_attention import get_target_dtype
+    from transformers.modeling_flash_attention_utils import _flash_attention_forward
+
+    length = query.shape[2]
+    query, key, value = (t.transpose(1, 2) for t in (query, key, value))
+    return _flash_attention_forward(query, key, value, attention_mask, query_length=length, is_causal=is_causal,
+                                    dropout=dropout, softmax_scale=scaling, target_dtype=get_target_dtype(query, module),
+                                    attn_implementation=inner, layer_idx=getattr(module, "layer_idx", None), **kwargs)
+
+
+for _inner, _name in NAMES.items():
+    AttentionInterface.register(_name, _make_attention(_inner))
+    AttentionMaskInterface.register(_name, ALL_MASK_ATTENTION_FUNCTIONS._global_mapping[_inner])

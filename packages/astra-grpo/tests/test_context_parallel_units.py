@@ -1,0 +1,127 @@
+"""Context parallelism in one process: configuration errors that name the field, the process-grid
+shape, sequence sharding and padding, packed-sequence masks, and that a model switched to the Ulysses
+attention behaves exactly as before outside a CP forward (generation with left padding included)."""
+
+import pytest
+import torch
+from astra_grpo.cli import main
+from astra_grpo.config import ConfigError, GRPOConfig, SFTConfig, load_config
+from astra_grpo.context_parallel.attention import _packed_causal_mask, check_heads, enable, is_enabled
+from astra_grpo.context_parallel.forward import shard, sharded_token_logprobs
+from astra_grpo.context_parallel.grid import ProcessGrid, grid_shape
+from astra_grpo.logprobs import collate
+from click.testing import CliRunner
+from cp_support import cp_model, sft_batch
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+def test_both_trainer_configs_have_context_parallel_size(cls):
+    assert cls().context_parallel_size == 1
+    assert load_config(cls, None, {"context_parallel_size": "4"}).context_parallel_size == 4
+    with pytest.raises(ConfigError, match="field context_parallel_size"):
+        load_config(cls, None, {"context_parallel_size": 0})
+    with pytest.raises(ConfigError, match="field attn_implementation"):
+        load_config(cls, None, {"context_parallel_size": 2, "attn_implementation": "eager"})
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+def test_trainer_commands_take_the_flag(command):
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0 and "--context-parallel-size" in result.output
+
+
+def test_paper_configs_use_context_parallelism():
+    from astra_grpo.cli import bundled_configs
+
+    assert load_config(SFTConfig, bundled_configs() / "sft_paper.yaml").context_parallel_size == 2
+    assert load_config(GRPOConfig, bundled_configs() / "grpo_paper.yaml").context_parallel_size == 2
+
+
+def test_grid_shape_divides_the_processes():
+    assert grid_shape(8, 2) == (4, 2) and grid_shape(2, 2) == (1, 2) and grid_shape(3, 1) == (3, 1)
+    with pytest.raises(ConfigError, match="context_parallel_size: 2 does not divide the 3 processes"):
+        grid_shape(3, 2)
+
+
+def test_heads_that_do_not_split_are_refused_with_the_reason():
+    from transformers import LlamaConfig
+
+    smollm2 = LlamaConfig(num_attention_heads=9, num_key_value_heads=3, hidden_size=576)  # SmolLM2-135M
+    with pytest.raises(ConfigError, match=r"9 attention heads, which 2 does not divide.*ring attention"):
+        check_heads(smollm2, 2)
+    check_heads(smollm2, 3)  # 3 heads per rank, one kv head each
+    check_heads(LlamaConfig(num_attention_heads=8, num_key_value_heads=2), 4)  # kv heads repeated to 4
+
+
+def test_enable_checks_and_is_idempotent():
+    model = cp_model("qwen3")
+    assert not is_enabled(model)
+    enable(model, 2)
+    enable(model, 2)
+    assert is_enabled(model) and model.config._attn_implementation == "astra_cp_sdpa"
+    eager = cp_model("llama")
+    eager.set_attn_implementation("eager")
+    with pytest.raises(ConfigError, match="attn_implementation"):
+        enable(eager, 2)
+    with pytest.raises(ConfigError, match="context_parallel_size"):
+        enable(cp_model("llama"), 8)  # 4 heads
+
+
+def test_an_enabled_model_is_unchanged_outside_a_cp_forward():
+    """Generation and evaluation run the inner kernel: same logits with left padding, same greedy tokens."""
+    plain, switched = cp_model("llama"), cp_model("llama")
+    enable(switched, 2)
+    ids = torch.tensor([[0, 0, 5, 9, 17], [3, 8, 2, 100, 4]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        expected = plain(input_ids=ids, attention_mask=mask).logits
+        got = switched(input_ids=ids, attention_mask=mask).logits
+    assert torch.equal(got, expected)
+    settings = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert torch.equal(switched.generate(ids, **settings), plain.generate(ids, **settings))
+
+
+def test_shard_pads_to_a_multiple_and_keeps_predictions_across_the_cut():
+    batch = sft_batch()  # 9 columns
+    parts = [shard(batch, 2, rank) for rank in (0, 1)]
+    assert [p["input_ids"].shape[1] for p in parts] == [5, 5]
+    ids = torch.cat([p["input_ids"] for p in parts], dim=1)
+    positions = torch.cat([p["position_ids"] for p in parts], dim=1)
+    predicting = torch.cat([p["predicting"] for p in parts], dim=1)
+    targets = torch.cat([p["targets"] for p in parts], dim=1)
+    assert torch.equal(ids[:, :9], batch["input_ids"]) and (ids[:, 9] == 0).all()
+    assert torch.equal(positions, torch.arange(10).expand(3, 10))  # the pad column continues the positions
+    mask = batch["loss_mask"] > 0
+    assert torch.equal(predicting[:, :8], mask[:, 1:]) and not predicting[:, 8:].any()
+    assert torch.equal(targets[predicting], batch["input_ids"][mask])
+    assert predicting[2, 4]  # position 4 (last of rank 0's slice) predicts token 5 (rank 1's)
+
+
+def test_shard_refuses_left_padding():
+    batch = collate([[5, 9, 17], [8, 2]], [[0, 1, 1], [0, 1]], pad_id=0)
+    batch["attention_mask"] = batch["attention_mask"].flip(1)
+    with pytest.raises(ValueError, match="right-padded"):
+        shard(batch, 2, 0)
+
+
+def test_packed_rows_get_a_block_causal_mask():
+    assert _packed_causal_mask(torch.arange(6).expand(2, 6)) is None
+    mask = _packed_causal_mask(torch.tensor([[0, 1, 2, 0, 1, 2]]))[0, 0]
+    expected = torch.zeros(6, 6, dtype=torch.bool)
+    expected[:3, :3] = expected[3:, 3:] = torch.ones(3, 3, dtype=torch.bool).tril()
+    assert torch.equal(mask, expected)
+
+
+def test_cp_forward_needs_the_ulysses_attention():
+    grid = ProcessGrid(world_size=2, dp_size=1, cp_size=2, dp_rank=0, cp_rank=0)
+    with pytest.raises(RuntimeError, match="enable"):
+        sharded_token_logprobs(cp_model("llama"), sft_batch(), grid)
+
+
+def test_rollout_shares_come_back_in_order_even_when_some_processes_have_none():
+    from astra_grpo.runtime import interleave
+
+    for world in (1, 2, 3):
+        for count in range(7):  # under CP a batch may hold fewer groups than processes (e.g. 1 group, 2 ranks)
+            items = [f"group-{k}" for k in range(count)]
+            assert interleave([items[rank::world] for rank in range(world)]) == items
