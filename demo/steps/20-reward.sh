@@ -1,6 +1,6 @@
 # astra-reward: the F1 trajectory reward (3 variants), the state verifier with its diff, and the three
-# LLM judges on the embedded model (SmolLM2 rarely writes the JSON asked for: expect null scores
-# with judge_errors, never an invented score).
+# LLM judges on the embedded model (guided JSON gives the reply's shape; SmolLM2's scores are poor, and
+# what it leaves out comes back null with judge_errors, never an invented score).
 mkdir -p "$OUT/reward"
 DATA="$(astra-reward sample-data)"
 
