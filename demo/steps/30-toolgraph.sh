@@ -54,9 +54,9 @@ astra-toolgraph tasks "$TG/tasks.input.jsonl" --servers "$TG/servers.jsonl" --pe
 head -n 1 "$TG/tasks.jsonl" | astra-toolgraph augment --attempts 1 -o "$TG/tasks.augmented.jsonl" "${LLM[@]}"
 cat "$TG/tasks.jsonl" <(tail -n +2 "$TG/tasks.augmented.jsonl") > "$TG/tasks.all.jsonl"
 
-# 5. Scoring: astra-reward's task judge with thresholds (paper Eq. 1). The tiny judge rarely returns the JSON
-#    it is asked for and an unscored task fails the thresholds: when none passes, the rollout below takes the
-#    judged-and-rejected tasks so that the last stages still have input.
+# 5. Scoring: astra-reward's task judge with thresholds (paper Eq. 1). The tiny judge's ratings are poor and
+#    a task below a threshold is rejected: when none passes, the rollout below takes the judged-and-rejected
+#    tasks so that the last stages still have input.
 astra-reward judge-task "$TG/tasks.all.jsonl" --servers "$TG/servers.jsonl" --min-score 0.6 --attempts 1 \
   -o "$TG/tasks.scored.jsonl" --rejects "$TG/tasks.scored.rejects.jsonl" "${LLM[@]}"
 if [ -s "$TG/tasks.scored.jsonl" ]; then

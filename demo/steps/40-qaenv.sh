@@ -38,7 +38,8 @@ print(f"qaenv:   distractors by band: {s['mixing']['bands']}")
 EOF
 
 # 6. The LLM path on the embedded SmolLM2, tiny: question-conditional synthesis and LLM-written tools.
-#    A 135M model rarely manages either; every drop lands in the rejects with its reason.
+#    Guided JSON gives every reply its schema's shape; a 135M model's decompositions and code rarely pass
+#    validation and the sandbox check, and every drop lands in the rejects with its reason.
 astra-qaenv sample-data questions | head -1 > "$Q/llm_rows.jsonl"
 astra-qaenv synthesize "$Q/llm_rows.jsonl" --attempts 1 --max-tokens 48 --temperature 0 \
   -o "$Q/llm_qa_instances.jsonl" --rejects "$Q/rejects.llm.synthesize.jsonl"
