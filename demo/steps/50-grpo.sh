@@ -11,7 +11,7 @@ head -2 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
 
 # 1. SFT: loss on assistant tokens only, cosine schedule with warmup; weights in HF format.
 OMP_NUM_THREADS=1 astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
-  --batch-size 2 --micro-batch-size 1 --max-steps 1 --warmup-ratio 0 --max-length 768 --learning-rate 2e-5
+  --batch-size 2 --micro-batch-size 1 --max-steps 1 --warmup-ratio 0 --max-length 2048 --learning-rate 2e-5
 
 # 2. GRPO from the SFT weights: 1 prompt x 2 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
