@@ -96,3 +96,39 @@ def test_bad_requests_get_openai_style_errors(embedded_llm):
                           timeout=30)
     assert response.status_code == 400 and "nope" in response.json()["error"]["message"]
     assert httpx.get(f"{root}/models", timeout=30).json()["data"][0]["id"] == "smollm2-135m-instruct"
+
+
+PLAN = {"type": "object", "required": ["title", "steps", "difficulty", "needs_tools", "confidence"],
+        "properties": {
+            "title": {"type": "string"},
+            "steps": {"type": "array", "minItems": 1, "maxItems": 3,
+                      "items": {"type": "object", "required": ["tool", "why"],
+                                "properties": {"tool": {"enum": ["get_weather", "search_flights"]},
+                                               "why": {"type": "string"}}}},
+            "difficulty": {"type": "integer", "minimum": 1, "maximum": 5},
+            "needs_tools": {"type": "boolean"},
+            "confidence": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]}}}
+
+
+def test_json_schema_response_format_obliges_a_value_of_that_shape(embedded_llm):
+    from jsonschema import Draft202012Validator
+
+    reply = chat(embedded_llm, messages=[{"role": "user", "content": "Plan a trip from Oslo to Rome as JSON."}],
+                 response_format={"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN}},
+                 temperature=0, max_tokens=40)
+    value = json.loads(reply.content)
+    assert not list(Draft202012Validator(PLAN).iter_errors(value)), value
+    assert 1 <= len(value["steps"]) <= 3 and 1 <= value["difficulty"] <= 5
+
+
+def test_chat_json_succeeds_first_time_on_the_embedded_model(embedded_llm):
+    async def ask():
+        async with LLMClient(LLMConfig(base_url=embedded_llm)) as llm:
+            return await llm.chat_json([{"role": "user", "content": "Rate this plan: fly to Rome."}],
+                                       {"type": "object", "required": ["score", "reason"],
+                                        "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10},
+                                                       "reason": {"type": "string"}}},
+                                       attempts=1, temperature=0, max_tokens=48)
+
+    value, _ = asyncio.run(ask())
+    assert set(value) == {"score", "reason"} and 0 <= value["score"] <= 10

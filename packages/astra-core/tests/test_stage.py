@@ -203,3 +203,24 @@ def test_reads_stdin_by_default(monkeypatch, capsysbinary):
     with Stage("test", StageOptions()) as stage:
         stage.run(lambda r: r)
     assert stage.counts.written == 2
+
+
+def test_rows_without_id_get_a_stable_content_id(tmp_path):
+    rows = [{"domain": "weather", "knowledge_corpus": ""}, {"question": "Q?", "domain": "flights"}]
+    inp = tmp_path / "in.jsonl"
+    inp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    seen = []
+
+    def keep(record):
+        seen.append(record["id"])
+        return {"id": f"{record['id']}/out", "meta": {}}
+
+    for _ in range(2):
+        with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"))) as stage:
+            stage.run(keep)
+    assert len(set(seen)) == 2 and seen[:2] == seen[2:] and all(i.startswith("row-") for i in seen)
+    assert {r["meta"]["parent_id"] for r in read(tmp_path / "out.jsonl")} == set(seen[:2])
+    # a resumed run skips them by that id
+    with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"), resume=True)) as stage:
+        stage.run(keep)
+    assert stage.counts.skipped_resume == 2

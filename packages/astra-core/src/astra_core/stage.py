@@ -30,7 +30,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
-from astra_core.records import provenance_step
+from astra_core.records import provenance_step, stable_id
 from astra_core.schema import RecordError, validate
 
 
@@ -207,6 +207,10 @@ class Stage:
                 self._advance()
                 continue
             record = line.record
+            if record.get("id") is None and self.in_kind is None:
+                # Foreign rows (e.g. ASTRA's knowledge files) have no id: derive a stable one from the
+                # content so --shard, --resume and meta.parent_id work for them too.
+                record["id"] = stable_id(record, prefix="row-")
             record_id = record.get("id")
             if self.options.shard and not self.options.shard.owns(str(record_id)):
                 self.counts.other_shards += 1

@@ -36,12 +36,20 @@ class GuidedCall:
 
 
 @dataclass
+class GuidedJson:
+    """Oblige a JSON value shaped by a schema (response_format json_schema); see astra_core.local.guided."""
+
+    prompt_text: str
+    schema: dict
+
+
+@dataclass
 class GenerationJob:
     prompt_ids: list[int]
     max_new_tokens: int
     sampling: Sampling
     n: int = 1
-    guided: GuidedCall | None = None
+    guided: GuidedCall | GuidedJson | None = None
     future: Future = field(default_factory=Future)
 
 
@@ -118,15 +126,19 @@ class Generator:
     def _run_guided(self, job: GenerationJob) -> list[Completion]:
         import torch
 
-        from astra_core.local.guided import guided_tool_call
+        from astra_core.local.guided import guided_json, guided_tool_call
 
         guided, sampling = job.guided, job.sampling
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         completions = []
         for _ in range(job.n):
-            text = guided_tool_call(self.model, self.tokenizer, guided.prompt_text, guided.tools, name=guided.name,
-                                    temperature=sampling.temperature)
+            if isinstance(guided, GuidedJson):
+                text = guided_json(self.model, self.tokenizer, guided.prompt_text, guided.schema,
+                                   temperature=sampling.temperature, max_tokens=job.max_new_tokens)
+            else:
+                text = guided_tool_call(self.model, self.tokenizer, guided.prompt_text, guided.tools,
+                                        name=guided.name, temperature=sampling.temperature)
             ids = self.tokenizer.encode(text, add_special_tokens=False)
             completions.append(Completion(text, ids, "stop"))
         return completions

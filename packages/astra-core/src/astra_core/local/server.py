@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from astra_core.chat_format import parse_reply, to_template_messages
-from astra_core.local.generation import GenerationJob, Generator, GuidedCall, Sampling
+from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
 JSON_INSTRUCTION = "Reply with a single JSON value and nothing else."
@@ -65,6 +65,16 @@ class ChatService:
             raise BadRequest(f"tool_choice names {name!r}, which is not among the tools")
         return GuidedCall(prompt_text, tools, name)
 
+    @staticmethod
+    def guided_json(response_format: dict | None, prompt_text: str) -> GuidedJson | None:
+        """response_format json_schema with a schema obliges a value of that shape (json_object only asks)."""
+        if not response_format or response_format.get("type") != "json_schema":
+            return None
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise BadRequest("response_format json_schema needs json_schema.schema (an object)")
+        return GuidedJson(prompt_text, schema)
+
     def complete(self, body: dict) -> dict:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -75,7 +85,8 @@ class ChatService:
         tools = body.get("tools") if body.get("tool_choice") != "none" else None
         text = self.prompt_text(messages, tools or None, body.get("response_format"))
         prompt = self.tokenizer.encode(text, add_special_tokens=False)
-        guided = self.guided_call(body.get("tool_choice"), tools, text)
+        guided = self.guided_call(body.get("tool_choice"), tools, text) or self.guided_json(body.get("response_format"),
+                                                                                              text)
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or self.default_max_tokens)
         temperature = float(body["temperature"]) if body.get("temperature") is not None else 1.0
         sampling = Sampling(temperature=temperature, top_p=float(body.get("top_p") or 1.0),

@@ -1,0 +1,77 @@
+"""Sub-environments and their composition into one environment module.
+
+A sub-environment is one tool: `{"tool": <OpenAI spec>, "impl": <function name in its code>,
+"code": <module source>, "source": {"kind": "lookup"|"llm", ...}, "calls": [<call>, ...]}`, where
+each call is `{"sub_id", "tool", "arguments", "expected"}`: the sub-questions the tool answers.
+
+Composition puts all sub-environments into one module. Code whose top-level names are new is
+appended as is; code that would clash with names already defined (two generated tools that both
+keep a `DATA` table, or two tools of the same name) runs in a namespace of its own and only its
+tool function is bound at top level, under the tool's exposed name.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from astra_qaenv.verify import Call
+
+
+def tool_name(subenv: dict) -> str:
+    return subenv["tool"]["function"]["name"]
+
+
+def top_level_names(code: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def unique_names(subenvs: list[dict]) -> list[dict]:
+    """Copies whose exposed tool names are unique: a repeated name gets a `_2`, `_3`... suffix."""
+    out, taken = [], set()
+    for subenv in subenvs:
+        subenv = copy.deepcopy(subenv)
+        base = subenv.setdefault("base_name", tool_name(subenv))
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        taken.add(name)
+        subenv["tool"]["function"]["name"] = name
+        for call in subenv["calls"]:
+            call["tool"] = name
+        out.append(subenv)
+    return out
+
+
+def compose_module(subenvs: list[dict]) -> str:
+    """One Python module exposing every sub-environment's tool under its exposed name."""
+    parts: list[str] = []
+    defined: set[str] = set()
+    for index, subenv in enumerate(subenvs, start=1):
+        code, impl, exposed = subenv["code"].strip() + "\n", subenv["impl"], tool_name(subenv)
+        names = top_level_names(code)
+        if impl == exposed and not names & defined:
+            parts.append(code)
+            defined |= names
+            continue
+        namespace = f"_subenv_{index}"
+        # The namespace shares the module's __name__, so its functions count as the module's own tools.
+        parts.append(f"{namespace} = {{'__name__': __name__}}\n"
+                     f"exec(compile({code!r}, '<sub-environment {index}: {exposed}>', 'exec'), {namespace})\n"
+                     f"{exposed} = {namespace}[{impl!r}]\n")
+        defined |= {namespace, exposed}
+    return "\n\n".join(parts)
+
+
+def calls_of(subenvs: list[dict]) -> list[Call]:
+    return [Call(c["sub_id"], c["tool"], c["arguments"], c["expected"]) for s in subenvs for c in s["calls"]]

@@ -1,0 +1,106 @@
+"""LLM Q–A synthesis (paper §2.2.1): knowledge rows -> decomposed Q–A instances.
+
+Reads ASTRA's knowledge rows: `{"domain", "knowledge_corpus"}` (unconditional generation: the model
+writes questions grounded in the corpus with a hop budget) and `{"question", "domain"}` (question-
+conditional generation: the model answers and decomposes the given question). Replies use ASTRA's
+`decomposition_trace` format.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from astra_core.llm import LLMClient, StructuredOutputError
+from astra_core.records import new_record, stable_id
+from astra_core.stage import Rejected
+
+from astra_qaenv import prompts
+from astra_qaenv.trace import depth, structural_problems
+
+
+@dataclass
+class SynthesisConfig:
+    """Knobs of `astra-qaenv synthesize` (each is a CLI option)."""
+
+    mode: str = "auto"  # auto (by row: `question` present -> conditional) | conditional | unconditional
+    min_hops: int = 2  # hop budget (hop levels) for unconditional generation
+    max_hops: int = 4
+    count: int = 2  # instances asked per knowledge row (unconditional)
+    attempts: int = 3  # replies tried per request until one parses against the schema
+    max_corpus_chars: int = 6000  # long corpora are cut to this
+
+
+def mode_of(row: dict, config: SynthesisConfig) -> str:
+    if config.mode != "auto":
+        return config.mode
+    return "conditional" if row.get("question") else "unconditional"
+
+
+def _messages(row: dict, mode: str, config: SynthesisConfig) -> tuple[list[dict], dict]:
+    corpus = (row.get("knowledge_corpus") or "").strip()[: config.max_corpus_chars] or "(none: invent specific, plausible data)"
+    domain = row.get("domain") or "general"
+    if mode == "conditional":
+        if not row.get("question"):
+            raise Rejected("conditional synthesis needs a 'question' field in the knowledge row")
+        text = prompts.CONDITIONAL.format(domain=domain, corpus=corpus, question=row["question"],
+                                          question_json=json.dumps(row["question"])[1:-1])
+        return [{"role": "user", "content": text}], prompts.INSTANCE_SCHEMA
+    text = prompts.UNCONDITIONAL.format(domain=domain, corpus=corpus, min_hops=config.min_hops,
+                                        max_hops=config.max_hops, count=config.count)
+    return [{"role": "user", "content": text}], prompts.UNCONDITIONAL_SCHEMA
+
+
+def normalize_instance(raw: dict) -> dict:
+    """ASTRA's reply shape -> our qa_instance fields (answers as strings, `null` dependencies as None)."""
+    trace = []
+    for step in raw["decomposition_trace"]:
+        clean = {key: step[key] for key in ("_uuid", "hop_level", "sub_question", "is_parallel", "dependency")}
+        clean["sub_answer"] = str(step["sub_answer"])
+        clean["dependency"] = list(step["dependency"]) if step.get("dependency") else None
+        if "tool_necessity" in step:  # ASTRA's field name after its necessity check
+            clean["needs_tool"] = bool(step["tool_necessity"])
+        trace.append(clean)
+    return {"scenario_type": raw["scenario_type"], "main_question": raw["main_question"].strip(),
+            "final_answer": str(raw["final_answer"]).strip(), "decomposition_trace": trace}
+
+
+def budget_problem(instance: dict, config: SynthesisConfig) -> str | None:
+    """Why an unconditional instance misses the hop budget (None when it fits or cannot be measured)."""
+    if structural_problems(instance["decomposition_trace"]):
+        return None  # `validate` reports broken structure with the full list of problems
+    hops = depth(instance["decomposition_trace"])
+    if not config.min_hops <= hops <= config.max_hops:
+        return f"hop budget: the decomposition has {hops} hop level(s), outside {config.min_hops}-{config.max_hops}"
+    return None
+
+
+async def synthesize_row(llm: LLMClient, row: dict, config: SynthesisConfig) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """Instances for one knowledge row, and (instance, reason) pairs for the ones dropped."""
+    mode = mode_of(row, config)
+    messages, schema = _messages(row, mode, config)
+    try:
+        reply, _ = await llm.chat_json(messages, schema, name="qa_instances", attempts=config.attempts)
+    except StructuredOutputError as exc:
+        last = " ".join((exc.last_reply or "").split())[:300]
+        raise Rejected(f"LLM reply is not a decomposition in ASTRA's format ({exc}); last reply: {last!r}") from None
+    raws = reply if isinstance(reply, list) else [reply]
+    kept: list[dict] = []
+    dropped: list[tuple[dict, str]] = []
+    for index, raw in enumerate(raws):
+        body = normalize_instance(raw)
+        if mode == "conditional":
+            body["main_question"] = row["question"]
+        record = new_record(stable_id(row["id"], mode, index, body["main_question"], prefix="qa-"), parent=None,
+                            domain=row.get("domain") or "general", **body,
+                            knowledge=row.get("knowledge_corpus") or None,
+                            synthesis={"method": "llm", "mode": mode, "source": row["id"],
+                                       "hop_budget": [config.min_hops, config.max_hops] if mode == "unconditional"
+                                       else None})
+        record["meta"]["parent_id"] = row["id"]
+        problem = budget_problem(body, config) if mode == "unconditional" else None
+        if problem:
+            dropped.append((record, problem))
+        else:
+            kept.append(record)
+    return kept, dropped

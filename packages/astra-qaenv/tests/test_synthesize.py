@@ -1,0 +1,58 @@
+"""LLM Q–A synthesis: parsing ASTRA's reply format, both modes, the hop budget, rejects (replies recorded)."""
+
+import json
+
+from conftest import read, write
+
+TWO_HOP = {"scenario_type": "Multi-Hop", "main_question": "What is the population of the capital of Valdoria?",
+           "final_answer": "Ravpelmar, 3291200.", "decomposition_trace": [
+               {"_uuid": 1, "hop_level": 1, "sub_question": "What is the capital of Valdoria?", "is_parallel": False,
+                "dependency": None, "sub_answer": "Ravpelmar"},
+               {"_uuid": 2, "hop_level": 2, "sub_question": "What is the population of Ravpelmar?",
+                "is_parallel": False, "dependency": [1], "sub_answer": 3291200, "tool_necessity": True}]}
+ONE_HOP = {"scenario_type": "Single-Hop", "main_question": "What is the currency of Valdoria?",
+           "final_answer": "The valdor.", "decomposition_trace": [
+               {"_uuid": 1, "hop_level": 1, "sub_question": "What is the currency of Valdoria?", "is_parallel": False,
+                "dependency": None, "sub_answer": "valdor"}]}
+
+
+def test_unconditional_keeps_in_budget_instances_and_rejects_the_rest(tmp_path, cli, recorded_llm):
+    # Recorded reply: the model wrote two instances, one outside the hop budget 2-4.
+    server = recorded_llm(replies=[json.dumps([TWO_HOP, ONE_HOP])])
+    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."}])
+    result = cli("synthesize", rows, "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl",
+                 env={"ASTRA_LLM_BASE_URL": server.base_url})
+    assert result.exit_code == 0, result.output
+    (kept,) = read(tmp_path / "qa.jsonl")
+    assert kept["decomposition_trace"][1]["sub_answer"] == "3291200"  # answers become strings
+    assert kept["decomposition_trace"][1]["needs_tool"] is True  # ASTRA's tool_necessity is read
+    assert kept["synthesis"]["mode"] == "unconditional" and kept["knowledge"].startswith("Valdoria")
+    assert kept["meta"]["parent_id"].startswith("row-")
+    (rejected,) = read(tmp_path / "rej.jsonl")
+    assert "1 hop level(s), outside 2-4" in rejected["reason"]
+    prompt = server.chat_requests[0]["messages"][0]["content"]
+    assert "between 2 and 4" in prompt and "Valdoria's capital" in prompt and "Parallel Multi-Hop" in prompt
+
+
+def test_conditional_mode_keeps_the_given_question(tmp_path, cli, recorded_llm):
+    server = recorded_llm(replies=[json.dumps({**ONE_HOP, "main_question": "rephrased by the model"})])
+    rows = write(tmp_path / "q.jsonl", [{"question": "Which currency does Valdoria use?", "domain": "geography"}])
+    result = cli("synthesize", rows, "-o", tmp_path / "qa.jsonl", env={"ASTRA_LLM_BASE_URL": server.base_url})
+    assert result.exit_code == 0
+    (kept,) = read(tmp_path / "qa.jsonl")
+    assert kept["main_question"] == "Which currency does Valdoria use?"
+    assert kept["synthesis"]["mode"] == "conditional"
+    assert "Which currency does Valdoria use?" in server.chat_requests[0]["messages"][0]["content"]
+
+
+def test_an_unparseable_reply_is_rejected_with_what_the_model_said(tmp_path, cli, recorded_llm):
+    server = recorded_llm(replies=["Sure! Here are some questions about geography."])
+    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": ""}])
+    result = cli("synthesize", rows, "--attempts", "2", "-o", tmp_path / "qa.jsonl", "--rejects",
+                 tmp_path / "rej.jsonl", env={"ASTRA_LLM_BASE_URL": server.base_url})
+    assert result.exit_code == 0
+    assert read(tmp_path / "qa.jsonl") == []
+    (rejected,) = read(tmp_path / "rej.jsonl")
+    assert "not a decomposition in ASTRA's format" in rejected["reason"]
+    assert "Here are some questions" in rejected["reason"]
+    assert len(server.chat_requests) == 2  # the model was asked again with the error
