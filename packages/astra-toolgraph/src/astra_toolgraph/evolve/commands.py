@@ -57,7 +57,6 @@ def config_options(*names: str):
         "rollouts_per_task": "Trajectories per verified task.", "max_turns": "Assistant turns per trajectory.",
         "max_user_turns": "User-simulator replies per trajectory.", "tool_choice": "The assistant's tool choice.",
         "explore_tool_choice": "The synthesis agent's tool choice while exploring.",
-        "max_tokens": "Tokens per agent reply (plans, tasks, verdicts, reflection).",
         "assistant_max_tokens": "Tokens per assistant turn.", "user_max_tokens": "Tokens per user-simulator turn.",
         "judge_tasks": "Ask the task-verification agent (else the executable pre-check alone).",
         "judge_trajectories": "Ask the trajectory-verification agent (else the state checker alone).",
@@ -78,9 +77,14 @@ def config_options(*names: str):
     return decorate
 
 
-def evolve_config_from(kwargs: dict) -> EvolveConfig:
+def evolve_config_from(kwargs: dict, llm_config) -> EvolveConfig:
+    """The engine's knobs from a command's options; --max-tokens (an LLM option) bounds every agent reply
+    but the assistant's and the user simulator's, which have options of their own."""
     names = {f.name for f in dataclasses.fields(EvolveConfig)}
     values = {name: kwargs.pop(name) for name in list(kwargs) if name in names}
+    if llm_config.max_tokens is not None:
+        values["max_tokens"] = llm_config.max_tokens
+        llm_config.max_tokens = None
     ignore = kwargs.pop("ignore_field", ())
     return EvolveConfig(**values, ignore_fields=list(ignore))
 
@@ -136,12 +140,13 @@ def sample_domain() -> None:
 @click.command("evolve-plans")
 @stage_options
 @llm_options
-@config_options("plans", "max_tokens")
+@config_options("plans")
 @click.option("--no-sandbox-jail", "no_jail", is_flag=True, hidden=True)
 @report_errors
 def evolve_plans(no_jail: bool, **kwargs) -> None:
     """Domain records -> N diversified synthesis-evaluation plan pairs each (plan records, iteration 0)."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     with Stage("astra-toolgraph evolve-plans", stage_options_from(kwargs), out_kind="plan",
                model=llm_config.model) as stage:
         async def go():
@@ -160,13 +165,14 @@ def evolve_plans(no_jail: bool, **kwargs) -> None:
 @stage_options
 @llm_options
 @domain_options
-@config_options("tasks_per_plan", "explore_turns", "explore_tool_choice", "max_tokens")
+@config_options("tasks_per_plan", "explore_turns", "explore_tool_choice")
 @click.option("--ignore-field", multiple=True, help="State path pattern the task's checker ignores (repeatable).")
 @report_errors
 def evolve_tasks(domain_files, no_jail, **kwargs) -> None:
     """Plan records -> candidate tasks (task records with user profile, specification, expected actions,
     expected answer and the expected final state their replay leaves)."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     domains = _domains(domain_files, not no_jail)
     with Stage("astra-toolgraph evolve-tasks", stage_options_from(kwargs), in_kind="plan", out_kind="task",
                model=llm_config.model) as stage:
@@ -196,11 +202,12 @@ def evolve_tasks(domain_files, no_jail, **kwargs) -> None:
 @stage_options
 @llm_options
 @click.option("--plans", "plan_files", multiple=True, type=click.Path(exists=True, dir_okay=False), required=True)
-@config_options("judge_tasks", "max_tokens")
+@config_options("judge_tasks")
 @report_errors
 def verify_tasks(plan_files, **kwargs) -> None:
     """Task records -> the same tasks with `verification: {verdict: PASS|FAIL, rationale, by}` (all kept)."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     plans = _records(plan_files, "plans", "plan")
     with Stage("astra-toolgraph verify-tasks", stage_options_from(kwargs), in_kind="task", out_kind="task",
                model=llm_config.model) as stage:
@@ -228,7 +235,8 @@ def evolve_rollout(domain_files, no_jail, **kwargs) -> None:
     """Verified task records -> trajectories between the assistant and the user simulator, each with
     its final state and the checker's `state_check: {reward, diff}`. Tasks that failed verification
     are rejected."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     domains = _domains(domain_files, not no_jail)
     with Stage("astra-toolgraph evolve-rollout", stage_options_from(kwargs), in_kind="task",
                out_kind="trajectory", model=llm_config.model) as stage:
@@ -250,12 +258,13 @@ def evolve_rollout(domain_files, no_jail, **kwargs) -> None:
 @llm_options
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--plans", "plan_files", multiple=True, type=click.Path(exists=True, dir_okay=False), required=True)
-@config_options("judge_trajectories", "max_tokens")
+@config_options("judge_trajectories")
 @report_errors
 def verify_trajectories(task_files, plan_files, **kwargs) -> None:
     """Trajectory records -> the same with `verification: {verdict: SUCCESS|FAIL, rationale,
     attribution: TASK|TRAJECTORY|NONE, checker, judge}` (all kept)."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     tasks, plans = _records(task_files, "tasks", "task"), _records(plan_files, "plans", "plan")
     with Stage("astra-toolgraph verify-trajectories", stage_options_from(kwargs), in_kind="trajectory",
                out_kind="trajectory", model=llm_config.model) as stage:
@@ -279,12 +288,12 @@ def verify_trajectories(task_files, plan_files, **kwargs) -> None:
 @click.option("--tasks", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False), required=True)
 @click.option("--trajectories", "trajectory_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               default=(), help="Verified trajectories (none: only task failures are reflected on).")
-@config_options("max_tokens")
 @report_errors
 def reflect_command(task_files, trajectory_files, **kwargs) -> None:
     """Plan records + their verified tasks and trajectories -> the revised plans (iteration k+1), each
     keeping the earlier revisions with their outcomes, failures and analysis in `history`."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     tasks = list(_records(task_files, "tasks", "task").values())
     trajectories = [r for path in trajectory_files for r in read_jsonl(path, kind="trajectory")]
     with Stage("astra-toolgraph reflect", stage_options_from(kwargs), in_kind="plan", out_kind="plan",
@@ -310,7 +319,7 @@ def reflect_command(task_files, trajectory_files, **kwargs) -> None:
 @user_options
 @domain_options
 @config_options("iterations", "tasks_per_plan", "explore_turns", "explore_tool_choice", "rollouts_per_task",
-                "max_turns", "max_user_turns", "tool_choice", "max_tokens", "assistant_max_tokens", "user_max_tokens",
+                "max_turns", "max_user_turns", "tool_choice", "assistant_max_tokens", "user_max_tokens",
                 "judge_tasks", "judge_trajectories")
 @click.option("--ignore-field", multiple=True, help="State path pattern the task's checker ignores (repeatable).")
 @click.option("--tasks-out", type=click.Path(dir_okay=False), required=True,
@@ -323,7 +332,8 @@ def evolve(domain_files, no_jail, tasks_out, trajectories_out, **kwargs) -> None
     and reflection. Stdout: the stream's plan at every iteration (0..K, `history` and `meta.evolve`
     with the agent failures); tasks and trajectories of every iteration go to --tasks-out and
     --trajectories-out. The dataset is the trajectories whose verdict is SUCCESS."""
-    llm_config, config = llm_config_from(kwargs), evolve_config_from(kwargs)
+    llm_config = llm_config_from(kwargs)
+    config = evolve_config_from(kwargs, llm_config)
     domains = _domains(domain_files, not no_jail)
     options = stage_options_from(kwargs)
     mode = "a" if options.resume else "w"
