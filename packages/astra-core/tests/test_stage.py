@@ -216,11 +216,22 @@ def test_rows_without_id_get_a_stable_content_id(tmp_path):
         return {"id": f"{record['id']}/out", "meta": {}}
 
     for _ in range(2):
-        with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"))) as stage:
+        with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl")),
+                   derive_ids=True) as stage:
             stage.run(keep)
     assert len(set(seen)) == 2 and seen[:2] == seen[2:] and all(i.startswith("row-") for i in seen)
     assert {r["meta"]["parent_id"] for r in read(tmp_path / "out.jsonl")} == set(seen[:2])
     # a resumed run skips them by that id
-    with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"), resume=True)) as stage:
+    with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"), resume=True),
+               derive_ids=True) as stage:
         stage.run(keep)
     assert stage.counts.skipped_resume == 2
+
+
+def test_rows_without_id_stay_as_written_unless_the_stage_derives_ids(tmp_path):
+    inp = tmp_path / "in.jsonl"
+    inp.write_bytes(orjson.dumps({"name": "time"}) + b"\n")
+    seen = []
+    with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"))) as stage:
+        stage.run(lambda r: seen.append(dict(r)) or {"id": r["name"], "meta": {}})
+    assert seen == [{"name": "time"}]

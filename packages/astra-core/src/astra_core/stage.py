@@ -125,8 +125,12 @@ def _truncate_partial_last_line(path: str) -> None:
 class Stage:
     def __init__(self, command: str, options: StageOptions, *, in_kind: str | None = None,
                  out_kind: str | None = None, model: str | None = None, seed: int | None = None,
-                 total: int | None = None):
+                 total: int | None = None, derive_ids: bool = False):
         self.command = command
+        # Foreign rows (e.g. ASTRA's knowledge files) carry no id: with derive_ids they get a stable one
+        # from their content so --shard, --resume and meta.parent_id work for them too. Opt-in, because
+        # stages with their own id rule (a server's name, say) must see the row as it was written.
+        self.derive_ids = derive_ids
         self.options = options
         self.in_kind = in_kind
         self.out_kind = out_kind
@@ -207,9 +211,7 @@ class Stage:
                 self._advance()
                 continue
             record = line.record
-            if record.get("id") is None and self.in_kind is None:
-                # Foreign rows (e.g. ASTRA's knowledge files) have no id: derive a stable one from the
-                # content so --shard, --resume and meta.parent_id work for them too.
+            if record.get("id") is None and self.derive_ids:
                 record["id"] = stable_id(record, prefix="row-")
             record_id = record.get("id")
             if self.options.shard and not self.options.shard.owns(str(record_id)):

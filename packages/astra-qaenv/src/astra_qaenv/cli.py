@@ -66,7 +66,7 @@ def run_llm_stage(command: str, options, config, fn, *, in_kind: str | None, out
                   verifier: VerifierConfig | None = None) -> None:
     """Run `fn(record, llm, verifier, stage)` over a stage's records with one LLM client (and sandbox pool)."""
     with Stage(command, options, in_kind=in_kind, out_kind=out_kind, model=config.model,
-               seed=config.seed) as stage, ExitStack() as stack:
+               seed=config.seed, derive_ids=in_kind is None) as stage, ExitStack() as stack:
         checker = stack.enter_context(Verifier(verifier)) if verifier else None
 
         async def run() -> None:
