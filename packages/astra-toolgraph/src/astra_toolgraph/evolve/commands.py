@@ -103,6 +103,19 @@ def domain_options(f):
                         help="Domain records: environment (astra-sandbox) or tool_server (MCP) records.")(f)
 
 
+def run_llm(stage: Stage, config, make_fn, *, concurrency: int) -> None:
+    """Run `make_fn(llm)` over the stage's inputs with one LLM client; its token usage goes to the counts."""
+
+    async def go() -> None:
+        async with LLMClient(config) as llm:
+            try:
+                await stage.arun(make_fn(llm), concurrency=concurrency)
+            finally:
+                stage.stats["llm"] = str(llm.usage)
+
+    asyncio.run(go())
+
+
 def run_with_clients(stage: Stage, config, kwargs: dict, make_fn, *, concurrency: int = 2) -> None:
     """Run `make_fn(llm, user_llm)` over the stage's inputs; the user simulator has its own client."""
     user_config = dataclasses.replace(config, base_url=kwargs.pop("user_base_url", None) or config.base_url,
@@ -169,16 +182,14 @@ def evolve_plans(no_jail: bool, **kwargs) -> None:
     config = evolve_config_from(kwargs, llm_config)
     with Stage("astra-toolgraph evolve-plans", stage_options_from(kwargs), out_kind="plan",
                model=llm_config.model) as stage:
-        async def go():
-            async with LLMClient(llm_config) as llm:
-                @_agent
-                async def one(record: dict) -> list[dict]:
-                    return await generate_plans(llm, domain_of(record), config.plans, max_tokens=config.max_tokens)
+        def make(llm):
+            @_agent
+            async def one(record: dict) -> list[dict]:
+                return await generate_plans(llm, domain_of(record), config.plans, max_tokens=config.max_tokens)
 
-                await stage.arun(one, concurrency=llm_config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
+            return one
 
-        asyncio.run(go())
+        run_llm(stage, llm_config, make, concurrency=llm_config.concurrency)
 
 
 @click.command("evolve-tasks")
@@ -196,26 +207,24 @@ def evolve_tasks(domain_files, no_jail, **kwargs) -> None:
     domains = _domains(domain_files, not no_jail)
     with Stage("astra-toolgraph evolve-tasks", stage_options_from(kwargs), in_kind="plan", out_kind="task",
                model=llm_config.model) as stage:
-        async def go():
-            async with LLMClient(llm_config) as llm:
-                async def one(plan: dict) -> list[dict]:
-                    domain = _lookup(domains, plan["domain_id"], "domain")
-                    tasks, failed = [], []
-                    for index in range(config.tasks_per_plan):
-                        try:
-                            tasks.append(await synthesize_task(llm, plan, domain, index, config))
-                        except AgentFailed as exc:
-                            failed.append(str(exc))
-                    if not tasks:
-                        raise Rejected("; ".join(failed))
-                    for task in tasks:
-                        task["meta"]["evolve_tasks"] = {"failed": failed}
-                    return tasks
+        def make(llm):
+            async def one(plan: dict) -> list[dict]:
+                domain = _lookup(domains, plan["domain_id"], "domain")
+                tasks, failed = [], []
+                for index in range(config.tasks_per_plan):
+                    try:
+                        tasks.append(await synthesize_task(llm, plan, domain, index, config))
+                    except AgentFailed as exc:
+                        failed.append(str(exc))
+                if not tasks:
+                    raise Rejected("; ".join(failed))
+                for task in tasks:
+                    task["meta"]["evolve_tasks"] = {"failed": failed}
+                return tasks
 
-                await stage.arun(one, concurrency=2)
-                stage.stats["llm"] = str(llm.usage)
+            return one
 
-        asyncio.run(go())
+        run_llm(stage, llm_config, make, concurrency=2)
 
 
 @click.command("verify-tasks")
@@ -236,18 +245,16 @@ def verify_tasks(plan_files, domain_files, no_jail, **kwargs) -> None:
     domains = _domains(domain_files, not no_jail) if domain_files else {}
     with Stage("astra-toolgraph verify-tasks", stage_options_from(kwargs), in_kind="task", out_kind="task",
                model=llm_config.model) as stage:
-        async def go():
-            async with LLMClient(llm_config) as llm:
-                @_agent
-                async def one(task: dict) -> dict:
-                    if "expected_state" not in task:
-                        task = await complete_task(_lookup(domains, task["server_id"], "domain"), task)
-                    return await verify_task(llm, _lookup(plans, task.get("plan_id"), "plan"), task, config)
+        def make(llm):
+            @_agent
+            async def one(task: dict) -> dict:
+                if "expected_state" not in task:
+                    task = await complete_task(_lookup(domains, task["server_id"], "domain"), task)
+                return await verify_task(llm, _lookup(plans, task.get("plan_id"), "plan"), task, config)
 
-                await stage.arun(one, concurrency=llm_config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
+            return one
 
-        asyncio.run(go())
+        run_llm(stage, llm_config, make, concurrency=llm_config.concurrency)
 
 
 @click.command("evolve-rollout")
@@ -295,18 +302,16 @@ def verify_trajectories(task_files, plan_files, **kwargs) -> None:
     tasks, plans = _records(task_files, "tasks", "task"), _records(plan_files, "plans", "plan")
     with Stage("astra-toolgraph verify-trajectories", stage_options_from(kwargs), in_kind="trajectory",
                out_kind="trajectory", model=llm_config.model) as stage:
-        async def go():
-            async with LLMClient(llm_config) as llm:
-                @_agent
-                async def one(trajectory: dict) -> dict:
-                    task = _lookup(tasks, trajectory.get("task_id"), "task")
-                    plan = _lookup(plans, task.get("plan_id"), "plan")
-                    return await verify_trajectory(llm, plan, task, trajectory, config)
+        def make(llm):
+            @_agent
+            async def one(trajectory: dict) -> dict:
+                task = _lookup(tasks, trajectory.get("task_id"), "task")
+                plan = _lookup(plans, task.get("plan_id"), "plan")
+                return await verify_trajectory(llm, plan, task, trajectory, config)
 
-                await stage.arun(one, concurrency=llm_config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
+            return one
 
-        asyncio.run(go())
+        run_llm(stage, llm_config, make, concurrency=llm_config.concurrency)
 
 
 @click.command("reflect")
@@ -325,19 +330,17 @@ def reflect_command(task_files, trajectory_files, **kwargs) -> None:
     trajectories = [r for path in trajectory_files for r in read_jsonl(path, kind="trajectory")]
     with Stage("astra-toolgraph reflect", stage_options_from(kwargs), in_kind="plan", out_kind="plan",
                model=llm_config.model) as stage:
-        async def go():
-            async with LLMClient(llm_config) as llm:
-                @_agent
-                async def one(plan: dict) -> dict:
-                    unverified = [t["id"] for t in tasks if t.get("plan_id") == plan["id"] and "verification" not in t]
-                    if unverified:
-                        raise Rejected(f"tasks not verified yet: {', '.join(unverified[:3])}")
-                    return await reflect(llm, plan, tasks, trajectories, max_tokens=config.max_tokens)
+        def make(llm):
+            @_agent
+            async def one(plan: dict) -> dict:
+                unverified = [t["id"] for t in tasks if t.get("plan_id") == plan["id"] and "verification" not in t]
+                if unverified:
+                    raise Rejected(f"tasks not verified yet: {', '.join(unverified[:3])}")
+                return await reflect(llm, plan, tasks, trajectories, max_tokens=config.max_tokens)
 
-                await stage.arun(one, concurrency=llm_config.concurrency)
-                stage.stats["llm"] = str(llm.usage)
+            return one
 
-        asyncio.run(go())
+        run_llm(stage, llm_config, make, concurrency=llm_config.concurrency)
 
 
 @click.command("evolve")
