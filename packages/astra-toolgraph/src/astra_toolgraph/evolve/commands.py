@@ -37,8 +37,11 @@ def _records(paths: tuple[str, ...], what: str, kind: str | None = None) -> dict
 def _domains(paths: tuple[str, ...], jail: bool) -> dict[str, Domain]:
     from astra_sandbox import SandboxConfig
 
-    return {key: domain_of(record, sandbox_config=SandboxConfig(jail=jail))
-            for key, record in _records(paths, "domains").items()}
+    try:
+        return {key: domain_of(record, sandbox_config=SandboxConfig(jail=jail))
+                for key, record in _records(paths, "domains").items()}
+    except Rejected as exc:
+        raise StageError(f"--domains: {exc}") from None
 
 
 def _lookup(table: dict[str, dict], key: str | None, what: str):
