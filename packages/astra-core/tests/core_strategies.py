@@ -69,5 +69,7 @@ def record(kind: str):
         "rollout": {"sample_id": ids, "messages": messages(), "reward": st.floats(0, 1)},
         "eval_result": {"benchmark": st.sampled_from(["bfcl", "tau2"]), "category": text, "item_id": ids,
                         "trial": st.integers(0, 8), "success": st.booleans(), "score": st.floats(0, 1)},
+        "plan": {"domain_id": ids, "stream": ids, "iteration": st.integers(0, 5), "synthesis_plan": text,
+                 "evaluation_rules": text},
     }[kind]
     return st.fixed_dictionaries({**base, **fields})

@@ -26,6 +26,7 @@ KINDS = (
     "rl_sample",
     "rollout",
     "eval_result",
+    "plan",
 )
 
 

@@ -179,6 +179,11 @@ class GRPOConfig(TrainConfig):
     sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
     sandbox_call_timeout_s: float = knob(5.0, "Seconds one tool call may take; a timeout ends the episode.")
     env_workers: int = knob(8, "Threads executing tool calls in parallel.")
+    user_base_url: str | None = knob(None, "User simulator endpoint (OpenAI-compatible) for samples with a `user` "
+                                           "(default: $ASTRA_USER_LLM_BASE_URL, else $ASTRA_LLM_BASE_URL).")
+    user_model: str | None = knob(None, "User simulator model (default: $ASTRA_USER_LLM_MODEL, else the endpoint's first).")
+    user_max_tokens: int = knob(64, "Tokens per user-simulator reply.")
+    max_user_turns: int = knob(8, "User-simulator replies per interactive episode.")
     rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).")
 
     learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")

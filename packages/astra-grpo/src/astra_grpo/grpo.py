@@ -71,7 +71,27 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
     return RolloutSettings(max_turns=config.max_turns, max_response_length=config.max_response_length,
                            max_new_tokens=config.max_new_tokens, env_workers=config.env_workers, reward=config.reward,
                            sampling=Sampling(config.temperature, config.top_p, config.top_k),
-                           max_live_episodes=config.sandbox_pool_size)
+                           max_live_episodes=config.sandbox_pool_size, max_user_turns=config.max_user_turns)
+
+
+def make_user_simulator(config: GRPOConfig, samples: list[dict] | None):
+    """astra-toolgraph's user simulator when some sample is interactive (has a `user`), else None.
+    samples=None (streamed samples): one when an endpoint is configured, else None."""
+    if samples is not None and not any(sample.get("user") for sample in samples):
+        return None
+    import os
+
+    from astra_core.llm import LLMConfig
+    from astra_toolgraph.users import UserSimulator
+
+    base_url = config.user_base_url or os.environ.get("ASTRA_USER_LLM_BASE_URL") or os.environ.get("ASTRA_LLM_BASE_URL")
+    if not base_url:
+        if samples is None:
+            return None
+        raise ValueError("samples have a user simulator (`user`) but no endpoint: set user_base_url "
+                         "(--user-base-url) or ASTRA_USER_LLM_BASE_URL / ASTRA_LLM_BASE_URL")
+    model = config.user_model or os.environ.get("ASTRA_USER_LLM_MODEL")
+    return UserSimulator(LLMConfig(base_url=base_url, model=model), max_tokens=config.user_max_tokens)
 
 
 def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer):
@@ -160,7 +180,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
             pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                                          call_timeout_s=config.sandbox_call_timeout_s))
-        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn)
+        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
+                               user_simulator=make_user_simulator(config, samples))
 
         def rollout_round(rolled: list[Group]) -> list[Group]:
             """`batch_size` new groups, played on every process's share and gathered everywhere."""

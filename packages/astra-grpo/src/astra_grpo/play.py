@@ -16,7 +16,7 @@ from astra_grpo.chat import ChatRenderer
 from astra_grpo.config import GRPOConfig
 from astra_grpo.data import check_rl_sample
 from astra_grpo.environments import open_sandbox_pool
-from astra_grpo.grpo import make_engine, rollout_settings
+from astra_grpo.grpo import make_engine, make_user_simulator, rollout_settings
 from astra_grpo.rollout import EpisodeRunner, rollout_record
 from astra_grpo.runtime import load_policy
 
@@ -36,7 +36,8 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
         own_pool = pool is None
         pool = pool or open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                          call_timeout_s=config.sandbox_call_timeout_s).__enter__()
-        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn)
+        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
+                               user_simulator=make_user_simulator(config, None))
         pending: list[dict] = []
 
         def flush() -> None:

@@ -8,7 +8,13 @@ renders them and appended as tokens the loss does not see. An episode ends when
 - the policy writes no tool call (`no_tool_call`),
 - it has played `max_turns` turns (`max_turns`),
 - the next observation or turn would not fit in `max_response_length` tokens (`max_length`),
-- a tool call timed out (`env_timeout`): the episode keeps what it has.
+- a tool call timed out (`env_timeout`): the episode keeps what it has,
+- the user simulator wrote a stop token (`user_stop`).
+
+Samples with a `user` field ({instruction, private_info}) are interactive (AReaL-SEA): a turn without
+a tool call goes to the user simulator (astra-toolgraph's, over an OpenAI-compatible endpoint) and
+its reply is appended like an observation — tokens the loss does not see — until it writes a stop
+token or `max_user_turns` replies have been given.
 
 A tool call the policy wrote badly is answered with an error observation and counts as a call.
 """
@@ -37,6 +43,7 @@ class RolloutSettings:
     env_workers: int = 8
     reward: str = "sample"  # sample | f1 | recall | precision | state
     max_live_episodes: int | None = None  # episodes played at once (each holds a sandbox session); None: all
+    max_user_turns: int = 8  # user-simulator replies per interactive episode
 
 
 @dataclass
@@ -55,6 +62,8 @@ class Episode:
     reward: float = 0.0
     reward_components: dict = field(default_factory=dict)
     retokenize_match: bool | None = None
+    user_turns: int = 0               # user-simulator replies (interactive samples)
+    user_stop: str | None = None      # the stop token the user simulator ended with
     session: Any = None               # the environment session while the episode runs
 
     @property
@@ -86,8 +95,9 @@ class EpisodeRunner:
     """Plays episodes with an engine against environment sessions from `pool`."""
 
     def __init__(self, engine: Engine, renderer: ChatRenderer, pool, settings: RolloutSettings,
-                 reward_fn: RewardFn | None = None):
+                 reward_fn: RewardFn | None = None, user_simulator=None):
         self.engine = engine
+        self.user_simulator = user_simulator  # has .reply(user, messages) -> turn with .content, .stop
         self.renderer = renderer
         self.pool = pool  # has .session(code, requirements) -> context manager of a session
         self.settings = settings
@@ -158,9 +168,18 @@ class EpisodeRunner:
             episode.finish_reason = "max_length"  # cut by the sequence budget, not the per-turn one
             return None
         if not reply.calls and not reply.malformed:
+            if self._user_speaks(episode):
+                return reply
             episode.finish_reason = "no_tool_call"
             return None
         return reply
+
+    def _user_speaks(self, episode: Episode) -> bool:
+        if not episode.sample.get("user"):
+            return False
+        if self.user_simulator is None:
+            raise RuntimeError(f"sample {episode.sample['id']} has a user but no user simulator was given")
+        return episode.user_turns < self.settings.max_user_turns
 
     @staticmethod
     def _assistant_message(reply: Reply, turn: int) -> dict:
@@ -173,7 +192,13 @@ class EpisodeRunner:
         return message
 
     def _act(self, episode: Episode, reply: Reply, sessions: ExitStack) -> tuple[list[dict], bool]:
-        """Execute the turn's calls in the episode's session (runs in a worker thread)."""
+        """Execute the turn's calls in the episode's session, or ask the user simulator when the turn
+        called nothing (runs in a worker thread)."""
+        if not reply.calls and not reply.malformed:
+            turn = self.user_simulator.reply(episode.sample["user"], episode.messages)
+            episode.user_turns += 1
+            episode.user_stop = turn.stop
+            return ([{"role": "user", "content": turn.content}] if turn.content else []), False
         messages = []
         calls = episode.messages[-1].get("tool_calls", [])
         for call, parsed in zip(calls, reply.calls, strict=True):
@@ -192,6 +217,9 @@ class EpisodeRunner:
         episode.messages += observations
         if timed_out:
             episode.finish_reason = "env_timeout"
+            return
+        if episode.user_stop is not None:
+            episode.finish_reason = "user_stop"
             return
         if episode.turns >= self.settings.max_turns:
             episode.finish_reason = "max_turns"
@@ -266,6 +294,8 @@ def rollout_record(group: Group, episode: Episode, *, command: str, step: int | 
                         num_tool_calls=episode.tool_calls, finish_reason=episode.finish_reason,
                         member=episode.member, malformed_calls=episode.malformed_calls,
                         response_tokens=episode.generated_tokens, retokenize_match=episode.retokenize_match)
+    if episode.sample.get("user"):
+        record.update(user_turns=episode.user_turns, user_stop=episode.user_stop)
     if step is not None:
         record["step"] = step
     if group_index is not None:

@@ -377,3 +377,13 @@ def stats(plot_dir: str | None, as_json: bool, **kwargs) -> None:
     if plot_dir:
         for path in plot(dataset, plot_dir):
             click.echo(f"wrote {path}", err=True)
+
+
+def _register_evolve() -> None:
+    from astra_toolgraph.evolve.commands import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_register_evolve()

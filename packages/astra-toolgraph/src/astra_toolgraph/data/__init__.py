@@ -22,3 +22,13 @@ def sample_sources() -> list[dict]:
                 source["path"] = str(base / source["path"])
             sources.append(source)
     return sources
+
+
+def sample_domain() -> dict:
+    """The bundled shop domain as an `environment` record (its code runs in an astra-sandbox session),
+    with `description` and `example_tasks` for the self-evolving engine's planner."""
+    from astra_core.records import new_record
+
+    spec = json.loads((data_dir() / "evolve" / "shop_domain.json").read_text(encoding="utf-8"))
+    code = (data_dir() / "evolve" / spec.pop("code_file")).read_text(encoding="utf-8")
+    return new_record(spec.pop("id"), code=code, **spec)

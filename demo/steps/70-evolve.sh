@@ -1,0 +1,61 @@
+# AReaL-SEA on the bundled shop domain (an astra-sandbox environment): the self-evolving engine on the
+# embedded SmolLM2 (plans -> tasks with executable checkers -> task verification -> rollouts with the
+# user simulator -> trajectory verification with TASK/TRAJECTORY attribution -> reflection), user-model
+# SFT data, and one GRPO step whose episodes talk to the user simulator (state reward).
+# A tiny model writes poor plans and tasks: this shows the path and the audit trail, not quality.
+E="$OUT/evolve"
+mkdir -p "$E"
+astra-toolgraph sample-domain > "$E/domain.jsonl"
+
+# 1. Diversified plan generation: one synthesis-evaluation plan pair (a reply that does not parse is a reject).
+astra-toolgraph evolve-plans "$E/domain.jsonl" --plans 1 --max-tokens 96 -o "$E/plans.jsonl" --rejects "$E/rejects.plans.jsonl"
+[ -s "$E/plans.jsonl" ] || astra-toolgraph sample-domain --what plan > "$E/plans.jsonl"  # the seed plan instead
+
+# 2. One stream, one iteration: every plan revision on stdout, every task and trajectory with its verdicts kept.
+astra-toolgraph evolve "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterations 1 --tasks-per-plan 1 \
+  --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --max-tokens 96 \
+  --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/tasks.jsonl" --trajectories-out "$E/trajectories.jsonl" \
+  -o "$E/streams.jsonl" --rejects "$E/rejects.evolve.jsonl"
+
+# 3. A hand-written seed task made checkable (expected actions replayed -> expected state), rolled out with the
+#    user simulator and scored by the state checker alone; their user side as user-model SFT data.
+astra-toolgraph sample-domain --what plan > "$E/seed_plan.jsonl"
+astra-toolgraph sample-domain --what tasks > "$E/seed_tasks.all.jsonl"
+head -1 "$E/seed_tasks.all.jsonl" > "$E/seed_tasks.jsonl"
+astra-toolgraph verify-tasks "$E/seed_tasks.jsonl" --plans "$E/seed_plan.jsonl" --domains "$E/domain.jsonl" --no-judge-tasks \
+  -o "$E/seed_verified.jsonl"
+astra-toolgraph evolve-rollout "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
+  --max-turns 1 --max-user-turns 1 --assistant-max-tokens 24 --user-max-tokens 24 -o "$E/seed_trajectories.jsonl"
+astra-toolgraph verify-trajectories "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
+  --no-judge-trajectories -o "$E/seed_verified_trajectories.jsonl"
+astra-toolgraph export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" --all -o "$E/user_sft.jsonl"
+astra-toolgraph export-rl "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" -o "$E/rl_samples.jsonl"
+
+# 4. GRPO with the user simulator (the embedded server plays the user; the policy is the SFT model of
+#    step 50): one step, 1 prompt x 2 rollouts, binary state reward, Adaptive Batch Filling.
+POLICY="$OUT/grpo/sft/final"; [ -d "$POLICY" ] || POLICY=""
+head -1 "$E/rl_samples.jsonl" > "$E/rl_data.jsonl"
+OMP_NUM_THREADS=1 astra-grpo train "$E/rl_data.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} \
+  --output-dir "$E/grpo" --batch-size 1 --group-size 2 --mini-batch-size 1 --micro-batch-size 2 --max-steps 1 \
+  --max-turns 2 --max-new-tokens 16 --max-response-length 256 --abf-max-rounds 1 --sandbox-pool-size 2 \
+  --user-base-url "$ASTRA_LLM_BASE_URL" --user-max-tokens 16 --max-user-turns 1 --save-state-steps 0 \
+  --rollouts-out "$E/grpo_rollouts.jsonl"
+
+python - "$E" <<'PY'
+import json, sys
+e = sys.argv[1]
+read = lambda name: [json.loads(l) for l in open(f"{e}/{name}") if l.strip()]
+for plan in read("streams.jsonl"):
+    print(f"evolve: stream {plan['stream']} iteration {plan['iteration']}: focus {plan['focus'][:60]!r}; "
+          f"history {len(plan.get('history', []))}; agent failures {len(plan['meta']['evolve']['failures'])}")
+for task in read("tasks.jsonl"):
+    v = task["verification"]
+    print(f"evolve: task {task['id']}: {v['verdict']} ({v['by']}): {v['rationale'][:90]}")
+for t in read("trajectories.jsonl") + read("seed_verified_trajectories.jsonl"):
+    v = t["verification"]
+    print(f"evolve: trajectory {t['id']}: {v['verdict']} [{v['attribution']}] state reward {t['state_check']['reward']}, "
+          f"{len(t['state_check']['diff'])} diff path(s), user ended with {t['user_stop']}")
+print(f"evolve: {len(read('user_sft.jsonl'))} user-model SFT records, {len(read('rl_samples.jsonl'))} rl_samples")
+for r in read("grpo_rollouts.jsonl"):
+    print(f"evolve: grpo rollout {r['id']}: reward {r['reward']}, {r['user_turns']} user turn(s), finish {r['finish_reason']}")
+PY

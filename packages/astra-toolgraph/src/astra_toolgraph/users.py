@@ -1,0 +1,145 @@
+"""The user simulator (AReaL-SEA §4.3, §5): an LLM that plays the user of an interactive task.
+
+It is driven by the task's user instruction (what the user wants, in the user's words) and private
+information (facts the user knows and gives only when asked: ids, emails, preferences). It sees the
+conversation from the user's side: the assistant's messages are its interlocutor's, tool calls and
+observations are invisible to it. It ends the episode with a stop token:
+
+- `###STOP###`         the goal is reached (or the user has nothing left to ask),
+- `###TRANSFER###`     the assistant handed the user over to a human agent,
+- `###OUT-OF-SCOPE###` the request cannot be served here / the user is asked for what it doesn't know.
+
+Used by `evolve-rollout` (async, `simulate_user`) and by astra-grpo's episodes (sync, `UserSimulator`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from astra_core.llm import LLMClient, LLMConfig
+
+STOP = "###STOP###"
+TRANSFER = "###TRANSFER###"
+OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
+STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
+
+GREETING = "Hi! How can I help you today?"
+
+USER_SYSTEM = """You are a customer talking to a customer-service assistant. Play this customer; never act as the assistant.
+
+Your goal:
+{instruction}
+
+What you know (give a fact only when the assistant asks for it; never invent facts you were not given):
+{private_info}
+
+Rules:
+- Write one short message at a time, in the first person, as the customer.
+- Do not reveal everything at once; answer the assistant's questions.
+- When your goal is fully achieved, or you have nothing left to ask, reply with only {stop}.
+- If the assistant transfers you to a human agent, reply with only {transfer}.
+- If the assistant cannot help with your request, or asks for something you do not know, reply with only {out_of_scope}."""
+
+
+@dataclass(frozen=True)
+class UserProfile:
+    """Who the simulator plays: the task's user instruction and the private information."""
+
+    instruction: str
+    private_info: str = ""
+
+    @classmethod
+    def of(cls, spec: dict) -> UserProfile:
+        """From a task's or rl_sample's `user` field: {instruction, private_info?} (private_info may be a dict)."""
+        private = spec.get("private_info") or ""
+        if isinstance(private, dict):
+            private = "\n".join(f"- {key}: {value}" for key, value in private.items())
+        elif isinstance(private, list):
+            private = "\n".join(f"- {item}" for item in private)
+        return cls(instruction=str(spec["instruction"]), private_info=str(private))
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    content: str  # the message without any stop token ("" when the reply was only a stop token)
+    stop: str | None  # the stop token the reply carried, if any
+    raw: str = ""  # the reply as the model wrote it
+
+
+def system_prompt(profile: UserProfile) -> str:
+    return USER_SYSTEM.format(instruction=profile.instruction, private_info=profile.private_info or "(nothing more)",
+                              stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+
+
+def user_view(profile: UserProfile, messages: list[dict], *, awaiting_reply: bool = True) -> list[dict]:
+    """The conversation as the user model sees it: roles swapped, tool traffic and system turns dropped.
+
+    `messages` is the assistant's conversation (system, user, assistant with or without tool calls,
+    tool). The user model's own earlier messages become its `assistant` turns; the assistant's
+    visible text becomes `user` turns, and the conversation opens with the assistant's greeting.
+    `awaiting_reply`: the user is about to speak, so the view must end with the assistant's turn.
+    """
+    view = [{"role": "system", "content": system_prompt(profile)}, {"role": "user", "content": GREETING}]
+    for message in messages:
+        role, content = message["role"], message.get("content")
+        if role == "user":
+            view.append({"role": "assistant", "content": content or ""})
+        elif role == "assistant" and content:
+            view.append({"role": "user", "content": content})
+    if awaiting_reply and view[-1]["role"] == "assistant":
+        view.append({"role": "user", "content": "(The assistant is waiting for your reply.)"})
+    return view
+
+
+def parse_user_reply(text: str) -> UserTurn:
+    """Split a reply into the message and its stop token (the first one it names, anywhere)."""
+    raw = text or ""
+    found = [(raw.find(token), token) for token in STOP_TOKENS if token in raw]
+    stop = min(found)[1] if found else None
+    content = raw
+    for token in STOP_TOKENS:
+        content = content.replace(token, "")
+    return UserTurn(content=content.strip(), stop=stop, raw=raw)
+
+
+async def simulate_user(llm: LLMClient, profile: UserProfile, messages: list[dict], *, max_tokens: int = 128,
+                        temperature: float | None = None) -> UserTurn:
+    """The user's next turn given the assistant's conversation so far."""
+    params = {"max_tokens": max_tokens}
+    if temperature is not None:
+        params["temperature"] = temperature
+    reply = await llm.chat(user_view(profile, messages), **params)
+    turn = parse_user_reply(reply.content or "")
+    if not turn.content and turn.stop is None:
+        return UserTurn(content="", stop=STOP, raw=turn.raw)  # an empty reply: the user has nothing to say
+    return turn
+
+
+class UserSimulator:
+    """A synchronous user simulator over an OpenAI-compatible endpoint, safe to call from worker threads
+    (each call runs its own event loop and client): what astra-grpo's episodes use."""
+
+    def __init__(self, config: LLMConfig | None = None, *, max_tokens: int = 128, temperature: float | None = None):
+        self.config = config or LLMConfig.from_env()
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    def reply(self, user: dict, messages: list[dict]) -> UserTurn:
+        async def go() -> UserTurn:
+            async with LLMClient(self.config) as llm:
+                return await simulate_user(llm, UserProfile.of(user), messages, max_tokens=self.max_tokens,
+                                           temperature=self.temperature)
+
+        return asyncio.run(go())
+
+
+def user_sft_messages(profile: UserProfile, messages: list[dict], stop: str | None) -> list[dict]:
+    """A trajectory turned into user-model SFT data: the user's view, ending with its stop token."""
+    view = user_view(profile, messages, awaiting_reply=False)
+    if stop is not None:
+        if view[-1]["role"] == "assistant":
+            view[-1] = {"role": "assistant", "content": f"{view[-1]['content']} {stop}".strip()}
+        else:
+            view.append({"role": "assistant", "content": stop})
+    return view
