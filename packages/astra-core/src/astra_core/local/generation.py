@@ -138,7 +138,8 @@ class Generator:
                                    temperature=sampling.temperature, max_tokens=job.max_new_tokens)
             else:
                 text = guided_tool_call(self.model, self.tokenizer, guided.prompt_text, guided.tools,
-                                        name=guided.name, temperature=sampling.temperature)
+                                        name=guided.name, temperature=sampling.temperature,
+                                        max_tokens=job.max_new_tokens)
             ids = self.tokenizer.encode(text, add_special_tokens=False)
             completions.append(Completion(text, ids, "stop"))
         return completions

@@ -1,56 +1,31 @@
 """Schema-guided decoding for the embedded model, as vLLM does with guided decoding: tool calls for
 `tool_choice="required"` or a named tool, and JSON values for `response_format` with a JSON schema.
 
-A 135M model rarely writes a well-formed call on its own. When the request obliges a call we
-build it in steps, each conditioned on the prompt and what was chosen so far:
+A 135M model rarely writes a well-formed call or JSON value on its own, so we write it in pieces,
+each conditioned on the prompt and on what was written so far, walking the schema:
 
-1. the tool name: the likeliest of the offered names (or sampled by likelihood when temperature > 0),
-   unless the request names one;
-2. each required argument, in schema order: enums and booleans by likelihood; strings generated
-   up to the closing quote; numbers generated and parsed; arrays/objects left empty.
+- a tool name, an enum value or a boolean: the likeliest option (sampled by likelihood when
+  temperature > 0); the tool name unless the request names one;
+- strings: generated up to the closing quote; numbers: generated, parsed and clamped to the
+  schema's bounds;
+- objects: their required properties (all properties when none are required; for tool arguments,
+  the required ones only); arrays: item by item, and after `minItems` the model chooses between
+  "," and "]".
 
-The result is rendered in the Hermes format, so the reply parses like any other.
+The value always has the schema's shape; its content is only as good as the model. A tool call is
+rendered in the Hermes format, so the reply parses like any other.
 
-`guided_json` writes a whole JSON value the same way, walking the schema: objects by their
-required properties (all properties when none are required), arrays item by item (after
-`minItems`, the model chooses between "," and "]"), scalars as above. The value always matches the
-schema's shape; its content is only as good as the model.
+The prompt is read once and every piece continues from its cached keys/values: a piece costs its
+own tokens, not the prompt's again, and only the last position's logits are ever materialised
+(a tool prompt of a few thousand tokens times a 49k vocabulary would otherwise take gigabytes).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 
 from astra_core.chat_format import TOOL_CALL_OPEN, render_tool_call
-
-
-def _continuation_logprobs(model, prompt_ids: list[int], options: list[list[int]]) -> list[float]:
-    """Summed log-probability of each option's tokens after the prompt (one batched forward)."""
-    import torch
-
-    width = max(len(o) for o in options)
-    rows = [prompt_ids + o + [0] * (width - len(o)) for o in options]
-    with torch.inference_mode():
-        logits = model(torch.tensor(rows)).logits.float()
-    logprobs = torch.log_softmax(logits, dim=-1)
-    scores = []
-    start = len(prompt_ids)
-    for row, option in enumerate(options):
-        positions = torch.arange(start - 1, start - 1 + len(option))
-        scores.append(float(logprobs[row, positions, torch.tensor(option)].sum()))
-    return scores
-
-
-def _choose(model, tokenizer, prompt_ids: list[int], options: list[str], suffix: str, temperature: float) -> str:
-    import torch
-
-    encoded = [tokenizer.encode(o + suffix, add_special_tokens=False) for o in options]
-    totals = _continuation_logprobs(model, prompt_ids, encoded)
-    scores = torch.tensor([total / len(tokens) for total, tokens in zip(totals, encoded, strict=True)])
-    if temperature <= 0:
-        return options[int(scores.argmax())]
-    probs = torch.softmax(scores / temperature, dim=0)
-    return options[int(torch.multinomial(probs, 1))]
 
 
 def _stop_when_text_has(tokenizer, start: int, stops: tuple[str, ...]):
@@ -65,104 +40,36 @@ def _stop_when_text_has(tokenizer, start: int, stops: tuple[str, ...]):
     return StopOnText()
 
 
-def _generate_until(model, tokenizer, prompt_ids: list[int], stops: tuple[str, ...], max_new_tokens: int,
-                    temperature: float, pad_id: int, prefix_cache=None) -> str:
-    """Generate after `prompt_ids` until a stop string; `prefix_cache` holds the keys/values of a prefix of them."""
-    import copy
-
-    import torch
-    from transformers import StoppingCriteriaList
-
-    kwargs = {"do_sample": temperature > 0}
-    if prefix_cache is not None:
-        kwargs["past_key_values"] = copy.deepcopy(prefix_cache)  # generate extends the cache it is given
-    if temperature > 0:
-        kwargs["temperature"] = temperature
-    criteria = StoppingCriteriaList([_stop_when_text_has(tokenizer, len(prompt_ids), stops)])
-    with torch.inference_mode():
-        out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=max_new_tokens, pad_token_id=pad_id,
-                             stopping_criteria=criteria, **kwargs)
-    text = tokenizer.decode(out[0, len(prompt_ids):], skip_special_tokens=True)
-    cut = min((text.index(s) for s in stops if s in text), default=len(text))
-    return text[:cut]
-
-
-def _value(model, tokenizer, prefix: str, schema: dict, temperature: float, pad_id: int):
-    prompt_ids = tokenizer.encode(prefix, add_special_tokens=False)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if "enum" in schema and schema["enum"]:
-        options = [json.dumps(v, ensure_ascii=False) for v in schema["enum"]]
-        return json.loads(_choose(model, tokenizer, prompt_ids, options, "", temperature))
-    if kind == "boolean":
-        return _choose(model, tokenizer, prompt_ids, ["true", "false"], "", temperature) == "true"
-    if kind in ("integer", "number"):
-        text = _generate_until(model, tokenizer, prompt_ids, (",", "}", "\n"), 8, temperature, pad_id).strip()
-        try:
-            number = float(text)
-        except ValueError:
-            return 0
-        return int(number) if kind == "integer" else number
-    if kind == "array":
-        return []
-    if kind == "object":
-        return {}
-    text = _generate_until(model, tokenizer, tokenizer.encode(prefix + '"', add_special_tokens=False),
-                           ('"', "\n"), 24, temperature, pad_id)
-    return text.strip()
-
-
-def guided_tool_call(model, tokenizer, prompt_text: str, tools: list[dict], *, name: str | None = None,
-                     temperature: float = 0.0) -> str:
-    """A reply holding exactly one well-formed call to one of `tools` (or to `name`)."""
-    pad_id = tokenizer.pad_token_id
-    by_name = {t["function"]["name"]: t["function"] for t in tools}
-    head = prompt_text + TOOL_CALL_OPEN + '\n{"name": "'
-    if name is None:
-        name = _choose(model, tokenizer, tokenizer.encode(head, add_special_tokens=False), list(by_name), '"',
-                       temperature)
-    schema = by_name[name].get("parameters") or {}
-    properties = schema.get("properties") or {}
-    required = [p for p in schema.get("required") or [] if p in properties]
-    arguments: dict = {}
-    for param in required:
-        partial = json.dumps(arguments, ensure_ascii=False)[:-1]
-        sep = ", " if arguments else ""
-        prefix = f'{head}{name}", "arguments": {partial}{sep}"{param}": '
-        arguments[param] = _value(model, tokenizer, prefix, properties[param], temperature, pad_id)
-    return render_tool_call(name, arguments)
-
-
-class _JsonWriter:
-    """Writes one JSON value for a schema, each piece conditioned on the prompt and the JSON so far."""
+class _Writer:
+    """Writes text after a prompt piece by piece; `text` is what has been written so far."""
 
     MAX_ITEMS = 4
     MAX_STRING_TOKENS = 48
 
-    def __init__(self, model, tokenizer, prompt_text: str, temperature: float, max_tokens: int):
+    def __init__(self, model, tokenizer, prompt_text: str, temperature: float, max_tokens: int, *,
+                 only_required: bool = False):
         import torch
         from transformers import DynamicCache
 
         self.model, self.tokenizer = model, tokenizer
         self.temperature = temperature
         self.budget = max_tokens  # generated tokens left; strings shrink to "" when it runs out
+        self.only_required = only_required
         self.text = ""
-        # The prompt is read once: every piece continues from its keys/values (a piece costs its own
-        # tokens, not the prompt's again; prompts are long next to the JSON written).
         self.prompt_ids = tokenizer.encode(prompt_text, add_special_tokens=False)
         self.prompt_cache = DynamicCache(config=model.config)
         with torch.inference_mode():
-            out = model(torch.tensor([self.prompt_ids]), past_key_values=self.prompt_cache, use_cache=True)
+            out = model(torch.tensor([self.prompt_ids]), past_key_values=self.prompt_cache, use_cache=True,
+                        logits_to_keep=1)
         self.prompt_next_logits = out.logits[0, -1].float()
 
     def _written_ids(self, extra: str = "") -> list[int]:
         text = self.text + extra
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
-    def _choose(self, options: list[str]) -> str:
-        import copy
-
+    # -- the two primitives ----------------------------------------------------------------------
+    def choose(self, options: list[str]) -> str:
+        """The likeliest option to write next (by mean token log-probability), or one sampled by it."""
         import torch
 
         written = self._written_ids()
@@ -180,24 +87,38 @@ class _JsonWriter:
             return options[int(scores.argmax())]
         return options[int(torch.multinomial(torch.softmax(scores / self.temperature, dim=0), 1))]
 
-    def _generate(self, stops: tuple[str, ...], limit: int, extra: str = "") -> str:
+    def generate(self, stops: tuple[str, ...], limit: int, extra: str = "") -> str:
+        """Free text after what is written (+ `extra`), up to the first stop string (not included)."""
+        import torch
+        from transformers import StoppingCriteriaList
+
         limit = min(limit, self.budget)
         if limit <= 0:
             return ""
-        text = _generate_until(self.model, self.tokenizer, self.prompt_ids + self._written_ids(extra), stops, limit,
-                               self.temperature, self.tokenizer.pad_token_id, prefix_cache=self.prompt_cache)
-        self.budget -= max(1, len(self.tokenizer.encode(text, add_special_tokens=False)))
-        return text
+        ids = self.prompt_ids + self._written_ids(extra)
+        kwargs = {"do_sample": self.temperature > 0}
+        if self.temperature > 0:
+            kwargs["temperature"] = self.temperature
+        criteria = StoppingCriteriaList([_stop_when_text_has(self.tokenizer, len(ids), stops)])
+        with torch.inference_mode():
+            out = self.model.generate(torch.tensor([ids]), max_new_tokens=limit, stopping_criteria=criteria,
+                                      past_key_values=copy.deepcopy(self.prompt_cache),  # generate extends it
+                                      pad_token_id=self.tokenizer.pad_token_id, **kwargs)
+        new = out[0, len(ids):]
+        self.budget -= max(1, len(new))
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        return text[:min((text.index(s) for s in stops if s in text), default=len(text))]
 
+    # -- JSON by schema ----------------------------------------------------------------------------
     def write(self, schema: dict) -> None:
         schema = _resolve(schema)
         kind = _kind(schema)
         if "const" in schema:
             self.text += json.dumps(schema["const"], ensure_ascii=False)
         elif schema.get("enum"):
-            self.text += self._choose([json.dumps(v, ensure_ascii=False) for v in schema["enum"]])
+            self.text += self.choose([json.dumps(v, ensure_ascii=False) for v in schema["enum"]])
         elif kind == "boolean":
-            self.text += self._choose(["true", "false"])
+            self.text += self.choose(["true", "false"])
         elif kind == "null":
             self.text += "null"
         elif kind in ("integer", "number"):
@@ -207,12 +128,12 @@ class _JsonWriter:
         elif kind == "object":
             self._object(schema)
         else:
-            raw = self._generate(('"', "\n"), self.MAX_STRING_TOKENS, extra='"').strip()
+            raw = self.generate(('"', "\n"), self.MAX_STRING_TOKENS, extra='"').strip()
             self.text += json.dumps(raw[: schema.get("maxLength", len(raw))], ensure_ascii=False)
 
     def _number(self, schema: dict, kind: str) -> float | int:
         try:
-            number = float(self._generate((",", "}", "]", "\n"), 8).strip())
+            number = float(self.generate((",", "}", "]", "\n"), 8).strip())
         except ValueError:
             number = 0.0
         if "minimum" in schema:
@@ -227,7 +148,7 @@ class _JsonWriter:
         most = max(least, min(schema.get("maxItems", self.MAX_ITEMS), self.MAX_ITEMS))
         self.text += "["
         for count in range(most):
-            if count >= least and (self.budget <= 0 or self._choose([", ", "]"]) == "]"):
+            if count >= least and (self.budget <= 0 or self.choose([", ", "]"]) == "]"):
                 break
             self.text += ", " if count else ""
             self.write(items)
@@ -236,8 +157,9 @@ class _JsonWriter:
     def _object(self, schema: dict) -> None:
         properties = schema.get("properties") or {}
         required = [k for k in schema.get("required") or [] if k in properties]
+        keys = required if required or self.only_required else list(properties)
         self.text += "{"
-        for index, key in enumerate(required or list(properties)):
+        for index, key in enumerate(keys):
             self.text += (", " if index else "") + json.dumps(key) + ": "
             self.write(properties[key])
         self.text += "}"
@@ -264,6 +186,22 @@ def _kind(schema: dict) -> str | None:
 def guided_json(model, tokenizer, prompt_text: str, schema: dict, *, temperature: float = 0.0,
                 max_tokens: int = 512) -> str:
     """A JSON value shaped by `schema`, written by the model piece by piece (see the module docstring)."""
-    writer = _JsonWriter(model, tokenizer, prompt_text, temperature, max_tokens)
+    writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens)
     writer.write(schema)
     return writer.text
+
+
+def guided_tool_call(model, tokenizer, prompt_text: str, tools: list[dict], *, name: str | None = None,
+                     temperature: float = 0.0, max_tokens: int = 256) -> str:
+    """A reply holding exactly one well-formed call to one of `tools` (or to `name`)."""
+    by_name = {t["function"]["name"]: t["function"] for t in tools}
+    writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens, only_required=True)
+    writer.text = TOOL_CALL_OPEN + '\n{"name": "'
+    if name is None:
+        name = writer.choose([n + '"' for n in by_name])[:-1]
+    writer.text += name + '", "arguments": '
+    start = len(writer.text)
+    schema = by_name[name].get("parameters") or {}
+    writer.write({"type": "object", "properties": schema.get("properties") or {},
+                  "required": schema.get("required") or []})
+    return render_tool_call(name, json.loads(writer.text[start:]))
