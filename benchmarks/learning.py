@@ -107,6 +107,8 @@ def main() -> None:
     parser.add_argument("--max-response-length", type=int, default=512)
     parser.add_argument("--pool-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reuse-sft", action="store_true",
+                        help="Start from OUT/sft/final of an earlier run instead of training SFT again.")
     args = parser.parse_args()
 
     import torch
@@ -135,7 +137,9 @@ def main() -> None:
             output_dir=str(out / "sft"), batch_size=4, micro_batch_size=1, max_steps=args.sft_steps,
             learning_rate=args.sft_lr, max_length=1536, warmup_ratio=0.1, report_to=[], save_weights_steps=0,
             save_state_steps=0))
-        sft_dir = train_sft(sft, [str(out / "gold_train.jsonl")])
+        sft_dir = out / "sft" / "final"
+        if not (args.reuse_sft and sft_dir.is_dir()):
+            sft_dir = train_sft(sft, [str(out / "gold_train.jsonl")])
         results["sft"] = evaluate(str(sft_dir), held_out, args, pool)
         grpo = load_config(GRPOConfig, None, dict(
             model=str(sft_dir), output_dir=str(out / "grpo"), batch_size=args.batch, group_size=args.group,
