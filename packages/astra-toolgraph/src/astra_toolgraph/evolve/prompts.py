@@ -61,6 +61,16 @@ TASK_SCHEMA = {
     },
 }
 
+
+
+def task_schema(tool_names: list[str]) -> dict:
+    """TASK_SCHEMA with the action names limited to the domain's tools (guided decoding then writes real ones)."""
+    actions = TASK_SCHEMA["properties"]["expected_actions"]
+    item = {**actions["items"], "properties": {**actions["items"]["properties"], "name": {"enum": list(tool_names)}}}
+    properties = {**TASK_SCHEMA["properties"], "expected_actions": {**actions, "items": item}}
+    return {**TASK_SCHEMA, "properties": properties}
+
+
 TASK_WRITE = """Now write the task as JSON with these keys:
 - user_instruction: what the user wants, in the user's words (first person), without ids the user would not say first.
 - private_info: facts only the user knows and gives when asked (e.g. email, order id, quantities).

@@ -53,7 +53,8 @@ async def synthesize_task(llm: LLMClient, plan: dict, domain: Domain, index: int
                 break
     messages.append(prompts.task_write_message(domain.tools))
     try:
-        fields, _ = await llm.chat_json(messages, prompts.TASK_SCHEMA, name="task", attempts=2,
+        schema = prompts.task_schema([t["function"]["name"] for t in domain.tools])
+        fields, _ = await llm.chat_json(messages, schema, name="task", attempts=2,
                                         max_tokens=config.max_tokens)
     except StructuredOutputError as exc:
         raise AgentFailed(f"task synthesis: {exc}") from None
