@@ -197,3 +197,16 @@ def test_reflection_rewrites_both_plans_and_keeps_the_failures_in_history(record
     assert "12 > stock 10" in prompt and "[TRAJECTORY]" in prompt
     with pytest.raises(AgentFailed):
         run(with_client(recorded_llm(replies=["nope"]), lambda llm: reflect(llm, plan, [task], [trajectory])))
+
+
+def test_task_schema_names_only_the_domains_tools():
+    from astra_toolgraph.evolve import prompts
+    from jsonschema import Draft202012Validator
+
+    schema = Draft202012Validator(prompts.task_schema(["cancel_order", "get_order"]))
+    task = {"user_instruction": "u", "private_info": "p", "specification": "s", "expected_answer": "",
+            "expected_actions": [{"name": "cancel_order", "arguments": {"order_id": "o1"}}]}
+    assert schema.is_valid(task)
+    task["expected_actions"][0]["name"] = "order_id"
+    assert not schema.is_valid(task)
+    assert prompts.TASK_SCHEMA["properties"]["expected_actions"]["items"]["properties"]["name"] == {"type": "string"}
