@@ -44,28 +44,26 @@ OCCUPATIONS = ["film director", "architect", "physician", "executive", "engineer
                "economist", "politician"]
 
 
-def place_name(used: set[str]) -> str:
+def fresh(make, used: set[str], fits=lambda name: True) -> str:
+    """A name from `make()` not in `used` (and that `fits`), recorded as used."""
     while True:
-        name = "".join(rng.sample(SYLLABLES, rng.choice([2, 2, 3]))).capitalize()
-        if 4 <= len(name) <= 10 and name not in used:
+        name = make()
+        if fits(name) and name not in used:
             used.add(name)
             return name
+
+
+def place_name(used: set[str]) -> str:
+    return fresh(lambda: "".join(rng.sample(SYLLABLES, rng.choice([2, 2, 3]))).capitalize(), used,
+                 lambda name: 4 <= len(name) <= 10)
 
 
 def person_name(used: set[str]) -> str:
-    while True:
-        name = f"{rng.choice(FIRST)} {place_name(set())}"
-        if name not in used:
-            used.add(name)
-            return name
+    return fresh(lambda: f"{rng.choice(FIRST)} {place_name(set())}", used)
 
 
 def title(used: set[str]) -> str:
-    while True:
-        name = f"The {rng.choice(ADJ)} {rng.choice(NOUN)}"
-        if name not in used:
-            used.add(name)
-            return name
+    return fresh(lambda: f"The {rng.choice(ADJ)} {rng.choice(NOUN)}", used)
 
 
 def main() -> None:
