@@ -36,6 +36,45 @@ def test_budgets_are_per_prompt_and_results_keep_input_order(model):
     assert model.training is False
 
 
+def test_repeated_prompts_read_once_generate_as_if_read_separately(model):
+    """A group's G copies of one prompt share one prefill; the continuations must not change."""
+    prompts = [[30, 31, 32, 33, 34], [40, 41], [30, 31, 32, 33, 34], [40, 41], [30, 31, 32, 33, 34], [50]]
+    budgets = [6, 4, 5, 7, 6, 3]
+    engine = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])
+    assert engine._shared_prompt_cache(*_padded(prompts)) is not None  # the shared path is the one taken
+    shared = engine.generate(prompts, budgets, NEAR_GREEDY)
+    alone = [engine.generate([p], [b], NEAR_GREEDY)[0] for p, b in zip(prompts, budgets, strict=True)]
+    assert [g.token_ids for g in shared] == [g.token_ids for g in alone]
+    assert engine._shared_prompt_cache(*_padded([[1, 2], [3, 4]])) is None
+
+
+def test_each_row_gets_the_cache_of_its_own_prompt(model):
+    """Row by row, the shared cache equals what reading every prompt separately would give."""
+    input_ids, attention = _padded([[30, 31, 32, 33, 34], [40, 41], [30, 31, 32, 33, 34], [40, 41], [50]])
+    shared = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])._shared_prompt_cache(input_ids, attention)
+    mask = attention[:, :-1]
+    with torch.no_grad():
+        separate = model(input_ids=input_ids[:, :-1], attention_mask=mask,
+                         position_ids=(mask.cumsum(-1) - 1).masked_fill(mask == 0, 1), use_cache=True).past_key_values
+    for ours, reference in zip(shared.layers, separate.layers, strict=True):
+        kept = mask.bool()  # what padding positions hold is never attended to
+        assert torch.allclose(ours.keys.transpose(1, 2)[kept], reference.keys.transpose(1, 2)[kept], atol=1e-5)
+        assert torch.allclose(ours.values.transpose(1, 2)[kept], reference.values.transpose(1, 2)[kept], atol=1e-5)
+
+
+def test_repeated_prompts_still_sample_independently(model):
+    torch.manual_seed(0)
+    engine = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])
+    group = engine.generate([[60, 61, 62]] * 4, [12] * 4, Sampling(temperature=1.0))
+    assert len({tuple(g.token_ids) for g in group}) > 1
+
+
+def _padded(prompts):
+    width = max(len(p) for p in prompts)
+    return (torch.tensor([[0] * (width - len(p)) + p for p in prompts]),
+            torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts]))
+
+
 def test_generation_stops_at_a_stop_token_and_keeps_it(model):
     free = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP]).generate([[20, 21, 22]], [12], NEAR_GREEDY)[0]
     stop = free.token_ids[4]
