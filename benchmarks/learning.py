@@ -88,6 +88,14 @@ def evaluate(model_dir: str | None, samples: list[dict], args, pool) -> dict:
             "episodes_with_a_call": sum(e.tool_calls > 0 for e in episodes) / len(episodes)}
 
 
+def check_same_held_out(sft_out: Path, held_out: list[dict]) -> None:
+    """A reused SFT checkpoint must not have trained on this run's held-out samples."""
+    recorded = sft_out / "held_out_ids.json"
+    if not recorded.exists() or json.loads(recorded.read_text()) != [s["id"] for s in held_out]:
+        sys.exit(f"--reuse-sft: {sft_out} was trained with a different held-out split "
+                 "(or records none); train SFT again without --reuse-sft")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out/learning")
@@ -138,8 +146,11 @@ def main() -> None:
             learning_rate=args.sft_lr, max_length=1536, warmup_ratio=0.1, report_to=[], save_weights_steps=0,
             save_state_steps=0))
         sft_dir = out / "sft" / "final"
-        if not (args.reuse_sft and sft_dir.is_dir()):
+        if args.reuse_sft and sft_dir.is_dir():
+            check_same_held_out(out / "sft", held_out)
+        else:
             sft_dir = train_sft(sft, [str(out / "gold_train.jsonl")])
+            (out / "sft" / "held_out_ids.json").write_text(json.dumps([s["id"] for s in held_out]))
         results["sft"] = evaluate(str(sft_dir), held_out, args, pool)
         grpo = load_config(GRPOConfig, None, dict(
             model=str(sft_dir), output_dir=str(out / "grpo"), batch_size=args.batch, group_size=args.group,
