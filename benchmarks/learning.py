@@ -111,7 +111,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4, help="GRPO prompts per step")
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--max-turns", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=80)
+    parser.add_argument("--max-new-tokens", type=int, default=144,
+                        help="per-turn budget; must fit a turn of 3 parallel calls (longest gold turn: 134 "
+                             "SmolLM2 tokens), or correct turns are cut into malformed calls")
     parser.add_argument("--max-response-length", type=int, default=512)
     parser.add_argument("--pool-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
