@@ -58,14 +58,16 @@ class TransformersEngine:
         """The KV cache of every prompt but its last token, computed once per distinct prompt.
 
         A GRPO group's members all start from one prompt: reading it once instead of G times is
-        most of a first turn's cost on CPU (long tool prompts, short replies). None when every
-        prompt is distinct (plain `generate` then reads them itself).
+        most of a first turn's cost on CPU (long tool prompts, short replies). None when sharing is
+        off or every prompt is distinct (plain `generate` then reads them itself).
         """
+        if not self.share_prompts or input_ids.shape[1] < 2:
+            return None
         rows = [tuple(row) for row in input_ids.tolist()]
         first_row_of = {}
         for index, row in enumerate(rows):
             first_row_of.setdefault(row, index)
-        if not self.share_prompts or len(first_row_of) == len(rows) or input_ids.shape[1] < 2:
+        if len(first_row_of) == len(rows):
             return None
         distinct = list(first_row_of.values())
         slot_of = {row: slot for slot, row in enumerate(first_row_of)}
