@@ -88,6 +88,23 @@ def evaluate(model_dir: str | None, samples: list[dict], args, pool) -> dict:
             "episodes_with_a_call": sum(e.tool_calls > 0 for e in episodes) / len(episodes)}
 
 
+def cached_evaluate(model_dir: str | None, samples: list[dict], args, pool, cache_file: Path) -> dict:
+    """`evaluate`, reusing an earlier result for the same weights, held-out samples and budgets
+    (a rerun with another GRPO learning rate need not evaluate base and SFT again)."""
+    weights = Path(model_dir) / "model.safetensors" if model_dir else None
+    key = json.dumps({"model": model_dir, "weights_mtime": weights.stat().st_mtime if weights else None,
+                      "held_out": [s["id"] for s in samples], "episodes": args.episodes,
+                      "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
+                      "max_response_length": args.max_response_length}, sort_keys=True)
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    if key not in cache:
+        cache[key] = evaluate(model_dir, samples, args, pool)
+        cache_file.write_text(json.dumps(cache, indent=1))
+    else:
+        print(f"evaluation of {model_dir or 'base model'}: reused from {cache_file}", file=sys.stderr)
+    return cache[key]
+
+
 def check_same_held_out(sft_out: Path, held_out: list[dict]) -> None:
     """A reused SFT checkpoint must not have trained on this run's held-out samples."""
     recorded = sft_out / "held_out_ids.json"
@@ -142,7 +159,7 @@ def main() -> None:
 
     results = {}
     with open_sandbox_pool(args.pool_size, call_timeout_s=5.0) as pool:
-        results["base"] = evaluate(None, held_out, args, pool)
+        results["base"] = cached_evaluate(None, held_out, args, pool, out / "evaluations.json")
         sft = load_config(SFTConfig, None, dict(
             output_dir=str(out / "sft"), batch_size=4, micro_batch_size=1, max_steps=args.sft_steps,
             learning_rate=args.sft_lr, max_length=1536, warmup_ratio=0.1, report_to=[], save_weights_steps=0,
@@ -153,7 +170,7 @@ def main() -> None:
         else:
             sft_dir = train_sft(sft, [str(out / "gold_train.jsonl")])
             (out / "sft" / "held_out_ids.json").write_text(json.dumps([s["id"] for s in held_out]))
-        results["sft"] = evaluate(str(sft_dir), held_out, args, pool)
+        results["sft"] = cached_evaluate(str(sft_dir), held_out, args, pool, out / "evaluations.json")
         grpo = load_config(GRPOConfig, None, dict(
             model=str(sft_dir), output_dir=str(out / "grpo"), batch_size=args.batch, group_size=args.group,
             mini_batch_size=args.batch, micro_batch_size=4, max_steps=args.grpo_steps, learning_rate=args.grpo_lr,
@@ -162,7 +179,7 @@ def main() -> None:
             generation_batch_size=32, report_to=[], save_weights_steps=0, save_state_steps=0,
             rollouts_out=str(out / "grpo_rollouts.jsonl")))
         grpo_dir = train_grpo(grpo, [str(out / "train.jsonl")], pool=pool)
-        results["sft+grpo"] = evaluate(str(grpo_dir), held_out, args, pool)
+        results["sft+grpo"] = cached_evaluate(str(grpo_dir), held_out, args, pool, out / "evaluations.json")
 
     print(f"held-out: {len(held_out)} samples x {args.episodes} episodes, temperature 1")
     print(f"{'policy':<10} {'F1':>6} {'recall':>7} {'precision':>9} {'turns':>6} {'calls':>6} "
