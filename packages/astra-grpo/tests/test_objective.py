@@ -137,6 +137,26 @@ def test_mini_batches_and_passes_reuse_old_logprobs_with_clipping_and_kl(mode, f
     assert metrics["kl"] > 0
 
 
+def sequence_logprob(model, episode) -> float:
+    with torch.no_grad():
+        per_token = reference_token_logprobs(model, episode.token_ids)
+    return sum(lp.item() for t, lp in enumerate(per_token, start=1) if episode.loss_mask[t])
+
+
+def test_an_update_moves_the_policy_toward_the_better_rewarded_episodes(fresh_accelerate_state):
+    """The direction, independent of the reference loss above: after one small step the best episode of
+    each group is more likely and the worst less likely (a sign error in both would pass the gradient test)."""
+    groups = synthetic_groups(3, 4, VOCAB, seed=5)
+    model = small_model()
+    best = [max(g.episodes, key=lambda e: e.reward) for g in groups]
+    worst = [min(g.episodes, key=lambda e: e.reward) for g in groups]
+    before = [(sequence_logprob(model, b), sequence_logprob(model, w)) for b, w in zip(best, worst, strict=True)]
+    _, trained = run_update(grpo_config(), model, groups, lr=0.05)
+    for (b, w), (best_before, worst_before) in zip(zip(best, worst, strict=True), before, strict=True):
+        assert sequence_logprob(trained, b) > best_before
+        assert sequence_logprob(trained, w) < worst_before
+
+
 @pytest.mark.parametrize("mode", ["token", "sequence"])
 def test_sft_gradient_equals_reference(mode, fresh_accelerate_state):
     from astra_grpo.config import SFTConfig
