@@ -80,6 +80,7 @@ def evaluate(model_dir: str | None, samples: list[dict], args, pool) -> dict:
     calls = sum(e.tool_calls for e in episodes)
     malformed = sum(e.malformed_calls for e in episodes)
     return {"f1": statistics.fmean(e.reward for e in episodes),
+            "per_sample_f1": {g.sample_id: statistics.fmean(e.reward for e in g.episodes) for g in groups},
             "recall": statistics.fmean(e.reward_components.get("recall", 0.0) for e in episodes),
             "precision": statistics.fmean(e.reward_components.get("precision", 0.0) for e in episodes),
             "turns": statistics.fmean(e.turns for e in episodes),
@@ -97,12 +98,20 @@ def cached_evaluate(model_dir: str | None, samples: list[dict], args, pool, cach
                       "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
                       "max_response_length": args.max_response_length}, sort_keys=True)
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    if key not in cache:
+    if "per_sample_f1" not in cache.get(key, {}):  # older entries lack it: the paired comparison needs it
         cache[key] = evaluate(model_dir, samples, args, pool)
         cache_file.write_text(json.dumps(cache, indent=1))
     else:
         print(f"evaluation of {model_dir or 'base model'}: reused from {cache_file}", file=sys.stderr)
     return cache[key]
+
+
+def paired_difference(before: dict, after: dict) -> tuple[float, float, int, int]:
+    """Mean per-sample F1 change after - before over the held-out samples, its standard error,
+    and how many samples improved / got worse (each sample's F1 is its mean over episodes)."""
+    diffs = [after["per_sample_f1"][sid] - before["per_sample_f1"][sid] for sid in before["per_sample_f1"]]
+    stderr = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+    return statistics.fmean(diffs), stderr, sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
 
 
 def check_same_held_out(sft_out: Path, held_out: list[dict]) -> None:
@@ -127,6 +136,8 @@ def main() -> None:
     parser.add_argument("--grpo-lr", type=float, default=2e-6)
     parser.add_argument("--batch", type=int, default=4, help="GRPO prompts per step")
     parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--mini-batch", type=int, default=None,
+                        help="GRPO prompts per optimizer update (default: --batch, one update per step)")
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=144,
                         help="per-turn budget; must fit a turn of 3 parallel calls (longest gold turn: 134 "
@@ -173,7 +184,7 @@ def main() -> None:
         results["sft"] = cached_evaluate(str(sft_dir), held_out, args, pool, out / "evaluations.json")
         grpo = load_config(GRPOConfig, None, dict(
             model=str(sft_dir), output_dir=str(out / "grpo"), batch_size=args.batch, group_size=args.group,
-            mini_batch_size=args.batch, micro_batch_size=4, max_steps=args.grpo_steps, learning_rate=args.grpo_lr,
+            mini_batch_size=args.mini_batch or args.batch, micro_batch_size=4, max_steps=args.grpo_steps, learning_rate=args.grpo_lr,
             max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
             max_response_length=args.max_response_length, abf_max_rounds=3, sandbox_pool_size=args.pool_size,
             generation_batch_size=32, report_to=[], save_weights_steps=0, save_state_steps=0,
@@ -194,6 +205,9 @@ def main() -> None:
     rose = results["sft+grpo"]["f1"] > results["sft"]["f1"]
     print(f"held-out F1 after GRPO vs after SFT: {results['sft']['f1']:.3f} -> {results['sft+grpo']['f1']:.3f} "
           f"({'rose' if rose else 'did NOT rise'}); base model {results['base']['f1']:.3f}")
+    change, stderr, better, worse = paired_difference(results["sft"], results["sft+grpo"])
+    print(f"paired over the {len(held_out)} held-out samples: F1 change {change:+.3f} +- {stderr:.3f} (standard "
+          f"error); {better} samples better, {worse} worse, {len(held_out) - better - worse} unchanged")
     print(f"total time {time.time() - started:.0f} s on CPU ({args.threads} threads)")
     plot_runs([str(out / "grpo")], str(out / "learning.png"), window=3,
               metrics=["rollout/reward_mean", "rollout/turns_mean", "rollout/tool_calls_mean",
