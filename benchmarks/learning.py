@@ -25,7 +25,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def sh(command: str, cwd: Path) -> None:
-    subprocess.run(["bash", "-c", f"set -euo pipefail; {command}"], cwd=cwd, check=True,
+    # The astra-* console scripts sit next to this interpreter; the venv need not be activated.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(["bash", "-c", f"set -euo pipefail; {command}"], cwd=cwd, check=True, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
