@@ -95,3 +95,28 @@ def test_disabled_filling_trains_on_whatever_was_rolled():
     fill = filler.fill(Roller([[[1.0, 1.0], [0.0, 1.0]]], 2))
     assert [g.uid for g in fill.batch] == [0, 1] and fill.rounds == 1 and fill.valid == 1
     assert fill.valid_fraction == 0.5 and filler.buffer == []
+
+
+@dataclass
+class FailedGroup(FakeGroup):
+    failed: bool = True
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 0.5, 1.0])),
+                min_size=1, max_size=8))
+def test_reward_std_never_raises_and_non_finite_rewards_are_never_valid(rewards):
+    """statistics.stdev raised on inf/NaN rewards and ended the run; now such a group is just invalid."""
+    import math
+
+    std = reward_std(rewards)
+    finite = all(math.isfinite(r) for r in rewards)
+    assert math.isnan(std) if not finite else std >= 0
+    assert is_valid(FakeGroup(0, rewards), 1e-6) == (finite and math.isfinite(std) and std > 1e-6)
+
+
+def test_a_group_with_a_failed_episode_is_invalid_and_never_trained_on():
+    filler = BatchFiller[FakeGroup](n=1, delta=1e-6, max_rounds=3)
+    rounds = iter([[FailedGroup(0, [0.0, 1.0])], [FakeGroup(1, [0.0, 1.0])]])
+    fill = filler.fill(lambda: next(rounds))
+    assert [g.uid for g in fill.batch] == [1] and fill.discarded == 1 and fill.rounds == 2

@@ -52,7 +52,7 @@ def test_turn_by_turn_tokens_equal_the_whole_rendering(renderer):
     first_turn = renderer.render(messages[:3], tools)[len(renderer.render(messages[:2], tools, True)):]
     first_turn = first_turn[:first_turn.rindex("<|im_end|>")]
     tokens += tokenizer(first_turn, add_special_tokens=False)["input_ids"] + [stop]
-    tokens += renderer.observation_ids(messages[:3], messages[3:4], tools, stopped=True)
+    tokens += renderer.observation_ids(messages[3:4], tools, stopped=True)
     tokens += tokenizer("The capital of Norway is Oslo.", add_special_tokens=False)["input_ids"] + [stop]
     tokens += renderer.closing_ids(stopped=True)
     assert tokens == renderer.encode_text(renderer.render(messages, tools))
@@ -61,8 +61,8 @@ def test_turn_by_turn_tokens_equal_the_whole_rendering(renderer):
 def test_observation_after_a_cut_turn_closes_it_first():
     renderer = ChatRenderer(load_tokenizer())
     tools, messages = conversation()
-    after_stop = renderer.tokenizer.decode(renderer.observation_ids(messages[:3], messages[3:4], tools, stopped=True))
-    after_cut = renderer.tokenizer.decode(renderer.observation_ids(messages[:3], messages[3:4], tools, stopped=False))
+    after_stop = renderer.tokenizer.decode(renderer.observation_ids(messages[3:4], tools, stopped=True))
+    after_cut = renderer.tokenizer.decode(renderer.observation_ids(messages[3:4], tools, stopped=False))
     assert after_cut == "<|im_end|>" + after_stop
     assert "<tool_response>\n{\"capital\": \"Oslo\"}\n</tool_response>" in after_stop
     assert after_stop.endswith("<|im_start|>assistant\n")

@@ -66,8 +66,33 @@ def test_group_advantages_are_group_relative():
     expected = reference_advantages(rewards.tolist(), 4)
     assert group_advantages(rewards, 4).tolist() == pytest.approx(expected, abs=1e-6)
     assert group_advantages(rewards, 4)[4:].abs().max() == 0  # a zero-variance group teaches nothing
-    unscaled = group_advantages(rewards, 4, scale=False)
+    unscaled = group_advantages(rewards, 4, scale="none")
     assert unscaled[:4].tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
+    by_batch = group_advantages(rewards, 4, scale="batch")
+    spread = torch.tensor([1.0, 0.0, 0.5, 0.5], dtype=torch.float64).std()  # the only group with a signal
+    assert by_batch[:4].tolist() == pytest.approx((unscaled[:4] / (spread + 1e-6)).tolist())
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+@pytest.mark.parametrize("value", [0.1, 1 / 3, 0.7, 0.123456789, 2.0 / 7.0])
+def test_equal_rewards_give_exactly_zero_advantages(scale, value):
+    """Repeated F1 values are not exactly representable; float32 means gave |A| up to 0.1 for them."""
+    rewards = torch.tensor([value] * 8 + [0.0, 1.0, 0.0, 1.0])
+    advantages = group_advantages(rewards, 4, scale=scale)
+    assert advantages.dtype == torch.float64
+    assert advantages[:8].tolist() == [0.0] * 8
+    assert advantages[8:].abs().min() > 0
+
+
+def test_non_finite_or_failed_groups_get_zero_advantages_not_nan():
+    rewards = torch.tensor([1.0, float("nan"), 0.0, 0.5, 1.0, 0.0, 1.0, 0.0, float("inf"), 0.0, 1.0, 0.0,
+                            1.0, 0.0, 0.0, 0.0])
+    valid = torch.tensor([True, True, True, False])
+    for scale in ("group", "batch", "none"):
+        advantages = group_advantages(rewards, 4, scale=scale, valid=valid)
+        assert torch.isfinite(advantages).all()
+        assert advantages[:4].tolist() == [0.0] * 4 and advantages[8:].tolist() == [0.0] * 8
+        assert advantages[4:8].abs().min() > 0
 
 
 @pytest.mark.parametrize("mode", ["token", "sequence"])

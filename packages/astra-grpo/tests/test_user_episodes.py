@@ -6,12 +6,12 @@ import json
 
 import pytest
 from astra_core.llm import LLMConfig
+from astra_core.users import UserSimulator
 from astra_grpo.chat import ChatRenderer
 from astra_grpo.cli import main
 from astra_grpo.rollout import EpisodeRunner, RolloutSettings, rollout_record
 from astra_toolgraph import data
 from astra_toolgraph.evolve.export import rl_sample_record
-from astra_toolgraph.users import UserSimulator
 from click.testing import CliRunner
 from grpo_support import ScriptedEngine, assistant_turns, load_tokenizer
 

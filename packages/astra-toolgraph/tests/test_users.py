@@ -3,7 +3,7 @@
 
 import pytest
 from astra_core.llm import LLMConfig
-from astra_toolgraph.users import (
+from astra_core.users import (
     GREETING,
     OUT_OF_SCOPE,
     STOP,

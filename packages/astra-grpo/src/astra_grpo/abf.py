@@ -1,7 +1,8 @@
 """Adaptive Batch Filling (paper section 3.1, Figure 5).
 
 A GRPO group is *valid* when the std of its rewards exceeds delta: otherwise every advantage is
-zero and the group teaches nothing while still diluting the batch. Each training step:
+zero and the group teaches nothing while still diluting the batch. A group with a failed episode
+(`failed`, e.g. a tool crash) or a reward that is not a finite number is invalid too. Each training step:
 
     pool = buffer + valid groups of a new rollout batch      (the buffer holds valid groups only)
     if |pool| >= n: train on pool[:n], buffer = pool[n:]      (|buffer| < n always)
@@ -14,7 +15,7 @@ Every process runs the same filler on the same gathered groups, so decisions agr
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -25,12 +26,23 @@ class HasRewards(Protocol):
 
 
 def reward_std(rewards: Sequence[float]) -> float:
-    """Sample std (Bessel), as used for the advantages."""
-    return statistics.stdev(rewards) if len(rewards) > 1 else 0.0
+    """Sample std (Bessel), as used for the advantages; NaN when a reward is not finite."""
+    if not all(math.isfinite(r) for r in rewards):
+        return math.nan
+    if len(rewards) < 2 or max(rewards) == min(rewards):
+        return 0.0
+    try:
+        mean = math.fsum(rewards) / len(rewards)
+        return math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
+    except OverflowError:
+        return math.inf  # finite rewards too far apart to measure: no usable signal either
 
 
 def is_valid(group: HasRewards, delta: float) -> bool:
-    return reward_std(group.rewards) > delta
+    if getattr(group, "failed", False):
+        return False
+    std = reward_std(group.rewards)
+    return math.isfinite(std) and std > delta
 
 
 @dataclass

@@ -51,6 +51,11 @@ class TrainConfig:
     chat_format: str = knob("auto", "How conversations are rendered: hermes (tools in the system prompt, "
                                     "<tool_call> blocks, as astra-core serves), template (the tokenizer's own "
                                     "tool-aware chat template), or auto (template when it knows tools).")
+    reasoning: str = knob("keep", "Reasoning (<think> blocks, reasoning_content) in training data: keep (SFT trains "
+                                  "on it; rollout records carry it) | strip (removed from SFT targets and rollout "
+                                  "records). See the README's table of model families.")
+    chat_template_kwargs: dict = knob({}, "Extra variables for the chat template, as JSON or YAML "
+                                          "(e.g. '{enable_thinking: false}' for Qwen3).")
 
     learning_rate: float = knob(2e-6, "Peak learning rate (AdamW).")
     weight_decay: float = knob(0.0, "AdamW weight decay.")
@@ -85,6 +90,7 @@ class TrainConfig:
         _check(self.num_epochs > 0, "num_epochs", "must be > 0")
         _check(self.keep_last_states >= 1, "keep_last_states", "must be >= 1")
         _check(self.chat_format in ("auto", "hermes", "template"), "chat_format", "auto | hermes | template")
+        _check(self.reasoning in ("keep", "strip"), "reasoning", "keep | strip")
         _check(self.model_dtype in ("float32", "bfloat16", "float16"), "model_dtype", "float32 | bfloat16 | float16")
         _check(self.context_parallel_size >= 1, "context_parallel_size", "must be >= 1")
         _check(self.context_parallel_size == 1 or (self.attn_implementation or "sdpa") in CP_ATTENTION,
@@ -146,8 +152,10 @@ class GRPOConfig(TrainConfig):
     loss_average: str = knob("token", "token: batch-level token averaging (Eq. 32: sum over all response "
                                       "tokens of the mini-batch / their count) | sequence: each sequence's "
                                       "token mean, averaged over sequences (Eq. 23).")
-    scale_rewards: bool = knob(True, "Divide advantages by the group's reward std (GRPO); off: mean-centred only.")
-    advantage_eps: float = knob(1e-6, "Added to the group std before dividing.")
+    scale_rewards: str = knob("group", "What the mean-centred rewards are divided by: group (each group's std, "
+                                       "GRPO) | batch (the std of the whole batch) | none (Dr. GRPO). A group whose "
+                                       "rewards are all equal always gets advantages of exactly 0.")
+    advantage_eps: float = knob(1e-6, "Added to the std before dividing.")
     kl_coef: float = knob(0.0, "beta of a KL penalty against the frozen initial policy (0: no KL, no "
                                "reference model; the paper's setting).")
     entropy_coef: float = knob(0.0, "Entropy bonus coefficient (0: none; the paper's setting).")
@@ -203,6 +211,7 @@ class GRPOConfig(TrainConfig):
         _check(0 <= self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
         _check(self.clip_eps_high >= 0, "clip_eps_high", "must be >= 0")
         _check(self.loss_average in ("token", "sequence"), "loss_average", "token | sequence")
+        _check(self.scale_rewards in ("group", "batch", "none"), "scale_rewards", "group | batch | none")
         _check(self.kl_coef >= 0, "kl_coef", "must be >= 0")
         _check(self.abf_delta >= 0, "abf_delta", "must be >= 0")
         _check(self.abf_max_rounds >= 1, "abf_max_rounds", "must be >= 1")
@@ -251,6 +260,15 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
             return None
         raise ConfigError(f"config field {name}: may not be null")
     base = _base_type(hint)
+    if base is dict or typing.get_origin(base) is dict:
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config field {name}: not a JSON/YAML mapping: {exc}") from exc
+        if not isinstance(value, dict):
+            raise ConfigError(f"config field {name}: expected a mapping, got {value!r}")
+        return value
     if typing.get_origin(base) is list:
         if isinstance(value, str):
             value = [v for v in (s.strip() for s in value.split(",")) if v]
@@ -326,6 +344,8 @@ def config_options(cls: type[TrainConfig], only: tuple[str, ...] | None = None):
                 option = click.option(f"--{flag}/--no-{flag}", spec.name, default=None, help=help_text)
             elif typing.get_origin(hint) is list:
                 option = click.option(f"--{flag}", spec.name, default=None, help=help_text + " (comma-separated)")
+            elif hint is dict or typing.get_origin(hint) is dict:
+                option = click.option(f"--{flag}", spec.name, type=str, default=None, help=help_text)
             else:
                 option = click.option(f"--{flag}", spec.name, type=hint, default=None, help=help_text)
             f = option(f)

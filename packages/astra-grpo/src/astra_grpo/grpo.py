@@ -32,7 +32,7 @@ from astra_core.jsonl import dumps
 from astra_core.schema import RecordError
 
 from astra_grpo.abf import BatchFiller
-from astra_grpo.chat import ChatRenderer
+from astra_grpo.chat import ChatRenderer, chat_renderer
 from astra_grpo.checkpoint import (
     latest_state,
     load_training_state,
@@ -75,23 +75,28 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
 
 
 def make_user_simulator(config: GRPOConfig, samples: list[dict] | None):
-    """astra-toolgraph's user simulator when some sample is interactive (has a `user`), else None.
-    samples=None (streamed samples): one when an endpoint is configured, else None."""
+    """The user simulator (astra_core.users) when some sample is interactive (has a `user`), else None.
+    samples=None (streamed samples): one when an endpoint is configured, else None. Its endpoint, model
+    and API key come from the config, then ASTRA_USER_LLM_*, then the policy endpoint's ASTRA_LLM_*."""
     if samples is not None and not any(sample.get("user") for sample in samples):
         return None
     import os
 
     from astra_core.llm import LLMConfig
-    from astra_toolgraph.users import UserSimulator
+    from astra_core.users import UserSimulator
 
-    base_url = config.user_base_url or os.environ.get("ASTRA_USER_LLM_BASE_URL") or os.environ.get("ASTRA_LLM_BASE_URL")
+    def setting(name: str) -> str | None:
+        return os.environ.get(f"ASTRA_USER_LLM_{name}") or os.environ.get(f"ASTRA_LLM_{name}") or None
+
+    base_url = config.user_base_url or setting("BASE_URL")
     if not base_url:
         if samples is None:
             return None
         raise ValueError("samples have a user simulator (`user`) but no endpoint: set user_base_url "
                          "(--user-base-url) or ASTRA_USER_LLM_BASE_URL / ASTRA_LLM_BASE_URL")
-    model = config.user_model or os.environ.get("ASTRA_USER_LLM_MODEL")
-    return UserSimulator(LLMConfig(base_url=base_url, model=model), max_tokens=config.user_max_tokens)
+    llm = LLMConfig(base_url=base_url, model=config.user_model or os.environ.get("ASTRA_USER_LLM_MODEL"),
+                    api_key=setting("API_KEY"))
+    return UserSimulator(llm, max_tokens=config.user_max_tokens)
 
 
 def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer):
@@ -140,7 +145,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None,
                            check=lambda record: check_rl_sample(record, config.reward))
     model, tokenizer = load_policy(config)
-    renderer = ChatRenderer(tokenizer, config.chat_format)
+    renderer = chat_renderer(tokenizer, config)
     samples, too_long = split_by_prompt_length(samples, renderer, config.max_prompt_length)
     if main:
         write_rejects(rejects, COMMAND, too_long)
@@ -180,8 +185,11 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
             pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                                          call_timeout_s=config.sandbox_call_timeout_s))
+        user_simulator = make_user_simulator(config, samples)
+        if user_simulator is not None:
+            stack.enter_context(user_simulator)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=make_user_simulator(config, samples))
+                               user_simulator=user_simulator)
 
         def rollout_round(rolled: list[Group]) -> list[Group]:
             """`batch_size` new groups, played on every process's share and gathered everywhere."""
@@ -203,6 +211,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             fill = filler.fill(functools.partial(rollout_round, rolled))
             engine.sleep()
             rollout_seconds = time.perf_counter() - started
+            if main:
+                _report_errors(rolled, step + 1)
 
             # -- 3. policy update ---------------------------------------------------------------
             started = time.perf_counter()
@@ -249,8 +259,10 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     are the data-parallel size and rank (processes and rank without context parallelism)."""
     device = accelerator.device
     episodes = [e for g in batch for e in g.episodes]
-    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
-    advantages = group_advantages(rewards, config.group_size, config.scale_rewards, config.advantage_eps).tolist()
+    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
+    usable = torch.tensor([not g.failed for g in batch])
+    advantages = group_advantages(rewards, config.group_size, config.scale_rewards, config.advantage_eps,
+                                  valid=usable).tolist()
 
     # Sequences of this process in each mini-batch: its even share of the mini-batch's groups.
     per_process = config.mini_batch_size // world
@@ -334,6 +346,13 @@ def _logprobs_of(model, episodes, indices: list[int], config: GRPOConfig, pad_id
             for row, i in enumerate(micro):
                 out[i] = logprobs[row, :len(episodes[i].token_ids)].float().cpu().tolist()
     return out
+
+
+def _report_errors(rolled: list[Group], step: int) -> None:
+    failed = [e for g in rolled for e in g.episodes if e.finish_reason == "error"]
+    if failed:
+        print(f"{COMMAND}: step {step}: {len(failed)} of {sum(len(g.episodes) for g in rolled)} episodes ended "
+              f"in an error; their groups are not trained on (first: {failed[0].error})", file=sys.stderr)
 
 
 def _frozen_copy(model, device):

@@ -19,14 +19,33 @@ from dataclasses import dataclass
 
 import torch
 
+SCALE_REWARDS = ("group", "batch", "none")
 
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True, eps: float = 1e-6) -> torch.Tensor:
-    """(r - mean(group)) / (std(group) + eps), std with Bessel's correction as in GRPO implementations."""
-    grouped = rewards.view(-1, group_size)
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "group", eps: float = 1e-6,
+                     valid: torch.Tensor | None = None) -> torch.Tensor:
+    """GRPO advantages in float64: r - mean(group), divided by the std of the group (`group`, GRPO),
+    of the whole batch (`batch`, as TRL's scale_rewards="batch") or by nothing (`none`, Dr. GRPO).
+
+    A group whose rewards are all equal, that has a non-finite reward, or that `valid` (one flag per
+    group) marks invalid gets advantages of exactly 0: no learning signal, never NaN.
+    """
+    if scale not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards must be one of {' | '.join(SCALE_REWARDS)}, got {scale!r}")
+    grouped = rewards.to(torch.float64).view(-1, group_size)
+    usable = torch.isfinite(grouped).all(dim=1) & (grouped.amax(dim=1) > grouped.amin(dim=1))
+    if valid is not None:
+        usable &= valid.to(torch.bool)
+    grouped = torch.where(usable[:, None], grouped, torch.zeros_like(grouped))
     centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if scale:
+    if scale == "group":
         centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
-    return centred.reshape(-1)
+    elif scale == "batch":
+        kept = grouped[usable].reshape(-1)
+        spread = kept.std() if kept.numel() > 1 else torch.zeros((), dtype=torch.float64)
+        centred = centred / (spread + eps)
+    usable = usable[:, None] & torch.isfinite(centred)  # rewards so far apart that their std overflows
+    return torch.where(usable, centred, torch.zeros_like(centred)).reshape(-1)
 
 
 @dataclass
@@ -65,10 +84,12 @@ def policy_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages:
 
 def objective_share(per_token: torch.Tensor, mask: torch.Tensor, mode: str, total_tokens: float,
                     total_sequences: float) -> torch.Tensor:
-    """This micro-batch's share of the mini-batch objective (see the module docstring)."""
-    masked = per_token * mask
+    """This micro-batch's share of the mini-batch objective (see the module docstring). Masked positions
+    count as exactly 0 even where their terms are not finite; a micro-batch with no trainable token
+    contributes 0 (with a gradient of 0), never NaN."""
+    masked = torch.where(mask.bool(), per_token, torch.zeros_like(per_token))
     if mode == "token":
-        return masked.sum() / total_tokens
+        return masked.sum() / max(total_tokens, 1.0)
     if mode == "sequence":
         per_sequence = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         return per_sequence.sum() / total_sequences

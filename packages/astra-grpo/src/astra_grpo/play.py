@@ -12,7 +12,7 @@ import torch
 from astra_core.schema import RecordError
 from astra_core.stage import Stage, StageOptions
 
-from astra_grpo.chat import ChatRenderer
+from astra_grpo.chat import chat_renderer
 from astra_grpo.config import GRPOConfig
 from astra_grpo.data import check_rl_sample
 from astra_grpo.environments import open_sandbox_pool
@@ -27,21 +27,22 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
                reward_fn=None) -> None:
     torch.manual_seed(config.seed)
     model, tokenizer = load_policy(config)
-    renderer = ChatRenderer(tokenizer, config.chat_format)
+    renderer = chat_renderer(tokenizer, config)
     engine = make_engine(config, model, tokenizer, renderer)
-    rewards, turns, calls, malformed = [], [], 0, 0
+    rewards, turns, calls, malformed, errors = [], [], 0, 0, 0
 
     with Stage(COMMAND, options, in_kind="rl_sample", out_kind="rollout", model=config.model,
                seed=config.seed) as stage:
         own_pool = pool is None
         pool = pool or open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                          call_timeout_s=config.sandbox_call_timeout_s).__enter__()
+        user_simulator = make_user_simulator(config, None)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=make_user_simulator(config, None))
+                               user_simulator=user_simulator)
         pending: list[dict] = []
 
         def flush() -> None:
-            nonlocal calls, malformed
+            nonlocal calls, malformed, errors
             if not pending:
                 return
             try:
@@ -61,6 +62,7 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
                     turns.append(episode.turns)
                     calls += episode.tool_calls
                     malformed += episode.malformed_calls
+                    errors += episode.finish_reason == "error"
             pending.clear()
 
         try:
@@ -81,9 +83,12 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
         finally:
             if own_pool:
                 pool.__exit__(None, None, None)
+            if user_simulator is not None:
+                user_simulator.close()
         if rewards:
             stage.stats.update({
                 "episodes": len(rewards), "reward mean": round(statistics.fmean(rewards), 4),
                 "turns mean": round(statistics.fmean(turns), 2),
                 "well-formed tool calls": f"{calls - malformed}/{calls}",
-                "re-tokenization mismatches": runner.retokenize_mismatches})
+                "re-tokenization mismatches": runner.retokenize_mismatches,
+                "episodes ended in an error": errors})

@@ -9,7 +9,11 @@ renders them and appended as tokens the loss does not see. An episode ends when
 - it has played `max_turns` turns (`max_turns`),
 - the next observation or turn would not fit in `max_response_length` tokens (`max_length`),
 - a tool call timed out (`env_timeout`): the episode keeps what it has,
-- the user simulator wrote a stop token (`user_stop`).
+- the user simulator wrote a stop token (`user_stop`),
+- anything went wrong that is not the policy's doing (`error`): the chat template cannot render the
+  turn, a tool or its session crashed, the user simulator or the reward failed, or the reward is not
+  a finite number. The episode keeps its tokens, its `error` says what happened, its group carries no
+  learning signal (Adaptive Batch Filling treats it as invalid; its advantages are 0), and the run goes on.
 
 Samples with a `user` field ({instruction, private_info}) are interactive (AReaL-SEA): a turn without
 a tool call goes to the user simulator (astra-toolgraph's, over an OpenAI-compatible endpoint) and
@@ -21,7 +25,7 @@ A tool call the policy wrote badly is answered with an error observation and cou
 
 from __future__ import annotations
 
-import json
+import math
 import sys
 import threading
 from collections.abc import Callable
@@ -30,7 +34,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from astra_grpo.chat import ChatRenderer, Reply
+from astra_grpo.chat import ChatRenderer, Reply, TemplateError
 from astra_grpo.engines import Engine, Generation, Sampling
 
 
@@ -64,6 +68,7 @@ class Episode:
     retokenize_match: bool | None = None
     user_turns: int = 0               # user-simulator replies (interactive samples)
     user_stop: str | None = None      # the stop token the user simulator ended with
+    error: str | None = None          # why the episode ended with finish_reason "error"
     session: Any = None               # the environment session while the episode runs
 
     @property
@@ -86,6 +91,11 @@ class Group:
     @property
     def rewards(self) -> list[float]:
         return [e.reward for e in self.episodes]
+
+    @property
+    def failed(self) -> bool:
+        """An episode of the group ended in an error: the group's rewards say nothing about the policy."""
+        return any(e.finish_reason == "error" for e in self.episodes)
 
 
 RewardFn = Callable[[Episode], tuple[float, dict]]
@@ -146,11 +156,21 @@ class EpisodeRunner:
     def _turn(self, live: list[Episode], pool: ThreadPoolExecutor, sessions: ExitStack) -> None:
         budgets = [min(self.settings.max_new_tokens, self._room(e)) for e in live]
         generations = self.engine.generate([e.token_ids for e in live], budgets, self.settings.sampling)
-        replies = [self._take_generation(e, g) for e, g in zip(live, generations, strict=True)]
-        acting = [(e, r) for e, r in zip(live, replies, strict=True) if r is not None]
-        observations = list(pool.map(lambda pair: self._act(pair[0], pair[1], sessions), acting))
-        for (episode, _), (messages, timed_out) in zip(acting, observations, strict=True):
-            self._observe(episode, messages, timed_out)
+        replies = [self._guarded(e, self._take_generation, e, g) for e, g in zip(live, generations, strict=True)]
+        acting = [(e, r) for e, r in zip(live, replies, strict=True) if r is not None and not e.done]
+        results = list(pool.map(lambda pair: self._guarded(pair[0], self._act, pair[0], pair[1], sessions), acting))
+        for (episode, _), result in zip(acting, results, strict=True):
+            if result is not None and not episode.done:
+                self._guarded(episode, self._observe, episode, *result)
+
+    @staticmethod
+    def _guarded(episode: Episode, step: Callable, *args):
+        """Run one step of one episode; any failure ends that episode (not the run) with its error."""
+        try:
+            return step(*args)
+        except Exception as exc:  # noqa: BLE001 - whatever broke, it must not end the training run
+            _fail(episode, f"{type(exc).__name__}: {exc}")
+            return None
 
     def _take_generation(self, episode: Episode, generation: Generation) -> Reply | None:
         """Append the turn; None when the episode ends without acting on it."""
@@ -161,7 +181,7 @@ class EpisodeRunner:
         episode.last_stopped = generation.stopped
         text_ids = ids[:-1] if generation.stopped else ids
         reply = self.renderer.parse(self.renderer.tokenizer.decode(text_ids, skip_special_tokens=False))
-        episode.messages.append(self._assistant_message(reply, episode.turns))
+        episode.messages.append(self.renderer.assistant_message(reply, episode.turns))
         episode.tool_calls += len(reply.calls) + len(reply.malformed)
         episode.malformed_calls += len(reply.malformed)
         if not generation.stopped and self._room(episode) < 1:
@@ -180,16 +200,6 @@ class EpisodeRunner:
         if self.user_simulator is None:
             raise RuntimeError(f"sample {episode.sample['id']} has a user but no user simulator was given")
         return episode.user_turns < self.settings.max_user_turns
-
-    @staticmethod
-    def _assistant_message(reply: Reply, turn: int) -> dict:
-        message: dict = {"role": "assistant", "content": reply.content or (None if reply.calls else "")}
-        if reply.calls:
-            message["tool_calls"] = [
-                {"id": f"call_{turn}_{index}", "type": "function",
-                 "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
-                for index, call in enumerate(reply.calls)]
-        return message
 
     def _act(self, episode: Episode, reply: Reply, sessions: ExitStack) -> tuple[list[dict], bool]:
         """Execute the turn's calls in the episode's session, or ask the user simulator when the turn
@@ -213,7 +223,6 @@ class EpisodeRunner:
         return messages, False
 
     def _observe(self, episode: Episode, observations: list[dict], timed_out: bool) -> None:
-        conversation = list(episode.messages)
         episode.messages += observations
         if timed_out:
             episode.finish_reason = "env_timeout"
@@ -224,8 +233,7 @@ class EpisodeRunner:
         if episode.turns >= self.settings.max_turns:
             episode.finish_reason = "max_turns"
             return
-        ids = self.renderer.observation_ids(conversation, observations, episode.sample["tools"],
-                                            episode.last_stopped)
+        ids = self.renderer.observation_ids(observations, episode.sample["tools"], episode.last_stopped)
         if len(ids) + 1 > self._room(episode):
             episode.finish_reason = "max_length"
             return
@@ -238,12 +246,24 @@ class EpisodeRunner:
             context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
             episode.session = context.__enter__()
             with self._lock:
-                sessions.push(context.__exit__)
+                sessions.push(_closer(context, episode))
         return episode.session
 
     # -- reward and checks --------------------------------------------------------------------------
     def _score(self, episode: Episode) -> tuple[float, dict]:
-        return self.reward_fn(episode)
+        """(reward, components); a failed episode, a reward that raises or is not finite score 0 as errors."""
+        if episode.finish_reason == "error":
+            return 0.0, {}
+        try:
+            reward, components = self.reward_fn(episode)
+            reward = float(reward)
+        except Exception as exc:  # noqa: BLE001 - a reward bug ends this episode, not the run
+            _fail(episode, f"reward: {type(exc).__name__}: {exc}")
+            return 0.0, {}
+        if not math.isfinite(reward):
+            _fail(episode, f"reward is not a finite number: {reward}")
+            return 0.0, components
+        return reward, components
 
     def _default_reward(self, episode: Episode) -> tuple[float, dict]:
         from astra_grpo.rewards import score_episode
@@ -266,7 +286,10 @@ class EpisodeRunner:
         last = max(i for i, m in enumerate(episode.messages) if m["role"] == "assistant") if episode.turns else None
         if last is None:
             return
-        text = self.renderer.render(episode.messages[:last + 1], episode.sample["tools"])
+        try:
+            text = self.renderer.render(episode.messages[:last + 1], episode.sample["tools"])
+        except TemplateError:
+            return  # the template cannot render the episode as a whole: nothing to compare with
         expected = self.renderer.encode_text(text)
         ours = episode.token_ids + self.renderer.closing_ids(episode.last_stopped)
         episode.retokenize_match = ours == expected
@@ -279,6 +302,23 @@ class EpisodeRunner:
                 print(f"astra-grpo: warning: re-tokenizing episode of {episode.sample['id']} differs from the "
                       f"generated tokens at position {at} (training uses the generated tokens; further "
                       "mismatches are only counted)", file=sys.stderr)
+
+
+def _fail(episode: Episode, error: str) -> None:
+    episode.finish_reason = "error"
+    episode.error = error[:2000]
+
+
+def _closer(context, episode: Episode):
+    """Close an episode's session; a failure to close is that episode's error, not the run's."""
+    def close(*exc_info) -> bool:
+        try:
+            context.__exit__(*exc_info)
+        except Exception as exc:  # noqa: BLE001
+            if episode.finish_reason != "error":
+                _fail(episode, f"closing the environment session: {type(exc).__name__}: {exc}")
+        return False
+    return close
 
 
 def rollout_record(group: Group, episode: Episode, *, command: str, step: int | None = None,
@@ -294,6 +334,8 @@ def rollout_record(group: Group, episode: Episode, *, command: str, step: int | 
                         num_tool_calls=episode.tool_calls, finish_reason=episode.finish_reason,
                         member=episode.member, malformed_calls=episode.malformed_calls,
                         response_tokens=episode.generated_tokens, retokenize_match=episode.retokenize_match)
+    if episode.error is not None:
+        record["error"] = episode.error
     if episode.sample.get("user"):
         record.update(user_turns=episode.user_turns, user_stop=episode.user_stop)
     if step is not None:

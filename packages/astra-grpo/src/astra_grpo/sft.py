@@ -18,7 +18,7 @@ from pathlib import Path
 
 from accelerate.utils import set_seed
 
-from astra_grpo.chat import ChatRenderer
+from astra_grpo.chat import ChatRenderer, TemplateError, chat_renderer
 from astra_grpo.checkpoint import (
     latest_state,
     load_training_state,
@@ -48,7 +48,11 @@ def build_examples(records: list[dict], renderer: ChatRenderer, config: SFTConfi
     """(examples [(ids, mask)], dropped [(record, reason)]) with the over-long policy applied."""
     examples, dropped = [], []
     for record in records:
-        ids, mask = renderer.encode(record["messages"], record.get("tools") or None)
+        try:
+            ids, mask = renderer.encode(record["messages"], record.get("tools") or None)
+        except TemplateError as exc:
+            dropped.append((record, f"chat template: {exc}"))
+            continue
         if len(ids) > config.max_length:
             if config.overlong == "drop":
                 dropped.append((record, f"longer than max_length: {len(ids)} > {config.max_length} tokens"))
@@ -79,7 +83,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
 
     records = load_records(files, "trajectory", skip_bad=skip_bad, rejects=rejects if accelerator.is_main_process else None)
     model, tokenizer = load_policy(config)
-    renderer = ChatRenderer(tokenizer, config.chat_format)
+    renderer = chat_renderer(tokenizer, config)
     examples, dropped = build_examples(records, renderer, config)
     if accelerator.is_main_process:
         write_rejects(rejects, "astra-grpo sft", dropped)

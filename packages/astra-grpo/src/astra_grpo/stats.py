@@ -7,7 +7,7 @@ from collections import Counter
 
 from astra_grpo.rollout import Episode, Group
 
-FINISH_REASONS = ("no_tool_call", "max_turns", "max_length", "env_timeout")
+FINISH_REASONS = ("no_tool_call", "max_turns", "max_length", "env_timeout", "user_stop", "error")
 
 
 def episode_stats(groups: list[Group], prefix: str) -> dict[str, float]:
@@ -34,6 +34,7 @@ def episode_stats(groups: list[Group], prefix: str) -> dict[str, float]:
         if values:
             out[f"{prefix}/{component}_mean"] = statistics.fmean(values)
     finishes = Counter(e.finish_reason for e in episodes)
+    out[f"{prefix}/errors"] = float(finishes.get("error", 0))
     for reason in FINISH_REASONS:
         out[f"{prefix}/finish_{reason}"] = finishes.get(reason, 0) / len(episodes)
     return out

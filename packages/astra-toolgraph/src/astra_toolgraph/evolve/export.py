@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from astra_core.records import new_record
 from astra_core.stage import Rejected
+from astra_core.users import UserProfile, user_sft_messages
 
 from astra_toolgraph.evolve import prompts
-from astra_toolgraph.users import UserProfile, user_sft_messages
 
 
 def accepted(trajectory: dict) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
+from astra_core.users import UserProfile, simulate_user
 from astra_reward import contains_answer, state_reward
 
 from astra_toolgraph.evolve import prompts
@@ -21,7 +22,6 @@ from astra_toolgraph.evolve.agent import tool_turn
 from astra_toolgraph.evolve.config import EvolveConfig
 from astra_toolgraph.evolve.domains import Domain
 from astra_toolgraph.evolve.plans import AgentFailed
-from astra_toolgraph.users import UserProfile, simulate_user
 
 
 def check_trajectory(task: dict, final_state: dict, messages: list[dict]) -> dict:

@@ -9,12 +9,14 @@ observations are invisible to it. It ends the episode with a stop token:
 - `###TRANSFER###`     the assistant handed the user over to a human agent,
 - `###OUT-OF-SCOPE###` the request cannot be served here / the user is asked for what it doesn't know.
 
-Used by `evolve-rollout` (async, `simulate_user`) and by astra-grpo's episodes (sync, `UserSimulator`).
+Used by astra-toolgraph's `evolve-rollout` (async, `simulate_user`) and by astra-grpo's episodes (sync,
+`UserSimulator`). It lives in astra-core so the trainer does not need the data-synthesis package.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 
 from astra_core.llm import LLMClient, LLMConfig
@@ -117,21 +119,53 @@ async def simulate_user(llm: LLMClient, profile: UserProfile, messages: list[dic
 
 
 class UserSimulator:
-    """A synchronous user simulator over an OpenAI-compatible endpoint, safe to call from worker threads
-    (each call runs its own event loop and client): what astra-grpo's episodes use."""
+    """A synchronous user simulator over an OpenAI-compatible endpoint, safe to call from worker threads:
+    what astra-grpo's episodes use. One client (one connection pool) on one event loop in a background
+    thread serves every call; `close()` (or use as a context manager) stops it."""
 
     def __init__(self, config: LLMConfig | None = None, *, max_tokens: int = 128, temperature: float | None = None):
         self.config = config or LLMConfig.from_env()
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: LLMClient | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=loop.run_forever, name="astra-user-simulator", daemon=True)
+                self._thread.start()
+                self._client = asyncio.run_coroutine_threadsafe(self._open(), loop).result()
+                self._loop = loop
+            return self._loop
+
+    async def _open(self) -> LLMClient:
+        return await LLMClient(self.config).__aenter__()
 
     def reply(self, user: dict, messages: list[dict]) -> UserTurn:
-        async def go() -> UserTurn:
-            async with LLMClient(self.config) as llm:
-                return await simulate_user(llm, UserProfile.of(user), messages, max_tokens=self.max_tokens,
-                                           temperature=self.temperature)
+        loop = self._start()
+        turn = simulate_user(self._client, UserProfile.of(user), messages, max_tokens=self.max_tokens,
+                             temperature=self.temperature)
+        return asyncio.run_coroutine_threadsafe(turn, loop).result()
 
-        return asyncio.run(go())
+    def close(self) -> None:
+        with self._lock:
+            loop, client, self._loop, self._client = self._loop, self._client, None, None
+        if loop is None:
+            return
+        asyncio.run_coroutine_threadsafe(client.__aexit__(None, None, None), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join()
+        loop.close()
+
+    def __enter__(self) -> UserSimulator:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def user_sft_messages(profile: UserProfile, messages: list[dict], stop: str | None) -> list[dict]:
