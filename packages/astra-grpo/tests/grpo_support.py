@@ -266,3 +266,31 @@ def sandbox_pool(size: int = 8, call_timeout_s: float = 2.0):
     from astra_sandbox import SandboxConfig, SessionPool
 
     return SessionPool(size=size, config=SandboxConfig(call_timeout_s=call_timeout_s))
+
+
+# -- interactive samples (AReaL-SEA): astra-toolgraph's shop domain and a recorded user ------------
+
+def expected_state() -> dict:
+    import json
+
+    from astra_toolgraph import data
+
+    namespace: dict = {}
+    exec(data.sample_domain()["code"], namespace)  # noqa: S102 - our own bundled environment code
+    namespace["place_order"]("C1", "P3", 2)
+    return json.loads(json.dumps(namespace["get_state"]()))
+
+
+def interactive_sample() -> dict:
+    from astra_toolgraph import data
+    from astra_toolgraph.evolve.export import rl_sample_record
+
+    task = {"id": "task-coffee", "user": {"instruction": "Buy two bags of coffee.", "private_info": "customer C1"},
+            "expected_state": expected_state(), "verification": {"verdict": "PASS"}, "meta": {"provenance": []}}
+    return rl_sample_record(task, data.sample_domain(), "Hi, I want coffee.")
+
+
+def user_replies(body: dict) -> str:
+    """The recorded user: gives its order, then stops."""
+    spoken = sum(m["role"] == "assistant" for m in body["messages"])  # the opening message is the first
+    return "Two bags, I am customer C1." if spoken <= 1 else "Thanks! ###STOP###"

@@ -79,3 +79,14 @@ def tokenizer_for(family_name: str, layout: bool = False):
     template = template_text(family.layout_template if layout and family.layout_template else family.template)
     return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=family.eos, bos_token=family.bos,
                                    pad_token=family.pad or family.eos, chat_template=template)
+
+
+def save_tiny_family_model(directory, family_name: str):
+    """A random-init tiny Qwen3-architecture model with the family's tokenizer and real template, on disk."""
+    from grpo_support import tiny_model
+
+    tokenizer = tokenizer_for(family_name)
+    model = tiny_model("qwen", vocab_size=len(tokenizer), seed_eos=tokenizer.eos_token_id)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

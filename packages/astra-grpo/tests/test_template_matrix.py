@@ -20,13 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from astra_core.users import UserTurn
 from astra_grpo.chat import ChatRenderer, TemplateError, openai_tool
 from astra_grpo.engines import Generation
 from astra_grpo.rollout import EpisodeRunner, RolloutSettings
 from grpo_support import rl_sample
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from template_families import FAMILIES, template_text, tokenizer_for
 
 THINK_BLOCK = re.compile(r"<think>\n.*?\n</think>\n\n", re.DOTALL)

@@ -10,32 +10,12 @@ from astra_core.users import UserSimulator
 from astra_grpo.chat import ChatRenderer
 from astra_grpo.cli import main
 from astra_grpo.rollout import EpisodeRunner, RolloutSettings, rollout_record
-from astra_toolgraph import data
-from astra_toolgraph.evolve.export import rl_sample_record
 from click.testing import CliRunner
-from grpo_support import ScriptedEngine, assistant_turns, load_tokenizer
+from grpo_support import ScriptedEngine, assistant_turns, interactive_sample, load_tokenizer, user_replies
 
 pytestmark = pytest.mark.nsjail
 
 ORDER = '<tool_call>\n{"name": "place_order", "arguments": {"customer_id": "C1", "product_id": "P3", "quantity": 2}}\n</tool_call>'
-
-
-def expected_state() -> dict:
-    namespace: dict = {}
-    exec(data.sample_domain()["code"], namespace)  # noqa: S102 - our own bundled environment code
-    namespace["place_order"]("C1", "P3", 2)
-    return json.loads(json.dumps(namespace["get_state"]()))
-
-
-def interactive_sample() -> dict:
-    task = {"id": "task-coffee", "user": {"instruction": "Buy two bags of coffee.", "private_info": "customer C1"},
-            "expected_state": expected_state(), "verification": {"verdict": "PASS"}, "meta": {"provenance": []}}
-    return rl_sample_record(task, data.sample_domain(), "Hi, I want coffee.")
-
-
-def user_replies(body: dict) -> str:
-    spoken = sum(m["role"] == "assistant" for m in body["messages"])  # the opening message is the first
-    return "Two bags, I am customer C1." if spoken <= 1 else "Thanks! ###STOP###"
 
 
 def test_user_turns_are_observations_the_loss_does_not_see_and_the_state_decides(recorded_llm, sandbox):
