@@ -134,7 +134,9 @@ class VLLMEngine:
         """Load the trainer's parameters (HF checkpoint names) into vLLM, one gathered parameter at a time.
         Every process calls it with the same model (under ZeRO-3 each gather is a collective)."""
         self._wake([WEIGHTS])
-        runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        # vLLM's own model object (unwrapped from its CUDA-graph wrappers), in this process: external_launcher
+        # runs the one worker in-process, so nothing is serialised
+        [runner_model] = self.llm.apply_model(_the_model)
         for name, param in model.named_parameters():
             with gathered(param):
                 runner_model.load_weights([(name, param.data)])
@@ -165,6 +167,10 @@ class VLLMEngine:
             if tag in self.asleep:
                 self.llm.wake_up(tags=[tag])
                 self.asleep.discard(tag)
+
+
+def _the_model(model):
+    return model
 
 
 def chosen_logprobs(completion) -> list[float]:
