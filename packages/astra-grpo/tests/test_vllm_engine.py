@@ -221,3 +221,24 @@ def test_engine_checks_positions_before_starting_vllm(fake_vllm, tmp_path):
 
 def test_weights_are_the_checkpoint_files(tmp_path):
     assert preflight.weight_bytes(model_dir(tmp_path, weights_bytes=12345)) == 12345
+
+
+def test_grpo_paper_yaml_states_the_rope_scaling_its_lengths_need(tmp_path):
+    """The paper config's lengths fail on Qwen3-14B as shipped and pass with the YaRN entry its comment states."""
+    from importlib.resources import files
+
+    from astra_grpo.config import GRPOConfig, load_config
+
+    path = files("astra_grpo") / "configs" / "grpo_paper.yaml"
+    config = load_config(GRPOConfig, str(path))
+    length = config.max_prompt_length + config.max_response_length
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "needs YaRN" in line) + 1
+    stated = " ".join(line.lstrip("# ") for line in lines[start:start + 2])
+    with pytest.raises(ConfigError, match="no RoPE scaling"):
+        preflight.check_context(model_dir(tmp_path / "shipped"), length)
+    patched = {**QWEN3_14B, **json.loads("{" + stated + "}")}
+    assert preflight.check_context(model_dir(tmp_path / "yarn", patched), length).limit >= length
+    preflight.check_memory(utilization=config.vllm_gpu_memory_utilization, total=80 * GIB, free=55 * GIB,
+                           weights=int(29.5 * GIB), kv_per_token=preflight.kv_bytes_per_token(QWEN3_14B),
+                           max_model_len=length)  # fits an 80 GB card beside ~25 GB of sharded trainer
