@@ -1,9 +1,6 @@
 """Rollout engines behind one interface. The transformers engine runs for real on a tiny model.
-vLLM needs a GPU, which CI does not have: its engine is checked against a stand-in `vllm` module
-that records what it is asked (the translation of budgets, stop tokens and weight pushes)."""
-
-import sys
-import types
+The vLLM engine (GPU) is tested in test_vllm_engine.py and held to the real vllm package by
+test_vllm_contract.py."""
 
 import pytest
 import torch
@@ -91,74 +88,3 @@ def test_generation_restores_training_mode_and_needs_budgets(model):
     with pytest.raises(ValueError):
         engine.generate([[3, 4]], [0], Sampling())
     model.eval()
-
-
-# -- vLLM (stand-in module) -------------------------------------------------------------------------
-
-class FakeLLM:
-    instances: list["FakeLLM"] = []
-
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
-        self.events: list = []
-        self.loaded: list[str] = []
-        runner_model = types.SimpleNamespace(load_weights=lambda pairs: self.loaded.extend(n for n, _ in pairs))
-        worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=runner_model))
-        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
-        FakeLLM.instances.append(self)
-
-    def generate(self, requests, sampling_params, use_tqdm):
-        self.events.append("generate")
-        outputs = []
-        for request, params in zip(requests, sampling_params, strict=True):
-            ids = [t + 1 for t in request["prompt_token_ids"]] + params.stop_token_ids[:1] + [99]
-            outputs.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=ids[:params.max_tokens])]))
-        return outputs
-
-    def sleep(self, level):
-        self.events.append(("sleep", level))
-
-    def wake_up(self, tags=None):
-        self.events.append(("wake", tuple(tags) if tags else None))
-
-    def reset_prefix_cache(self):
-        self.events.append("reset")
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-    module.LLM = FakeLLM
-    module.SamplingParams = lambda **kwargs: types.SimpleNamespace(**kwargs)
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    FakeLLM.instances.clear()
-    return module
-
-
-def test_vllm_engine_translates_requests_and_manages_memory(fake_vllm):
-    from astra_grpo.engines.vllm import VLLMEngine
-
-    engine = VLLMEngine("/models/policy", [2], max_model_len=4096, gpu_memory_utilization=0.4, seed=3)
-    [llm] = FakeLLM.instances
-    assert llm.kwargs["distributed_executor_backend"] == "external_launcher" and llm.kwargs["enable_sleep_mode"]
-    assert llm.events == [("sleep", 1)]  # asleep until the first rollout
-    out = engine.generate([[5, 6], [7]], [10, 1], Sampling(temperature=0.7, top_k=0))
-    assert out == [Generation([6, 7, 2], True), Generation([8], False)]
-    assert llm.events[1:] == [("wake", None), "generate"]
-    params = engine.sampling_params(7, Sampling(top_k=0))
-    assert params.max_tokens == 7 and params.top_k == -1 and params.stop_token_ids == [2] and not params.detokenize
-
-    engine.sleep()
-    model = torch.nn.Linear(2, 2)
-    engine.push_weights(model)
-    assert llm.events[-2:] == [("wake", ("weights",)), "reset"] and sorted(llm.loaded) == ["bias", "weight"]
-    engine.generate([[1]], [2], Sampling())
-    assert llm.events[-2:] == [("wake", None), "generate"]  # the KV cache wakes before generating
-
-
-def test_vllm_engine_says_what_to_install_without_vllm(monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", None)
-    from astra_grpo.engines.vllm import VLLMEngine
-
-    with pytest.raises(RuntimeError, match="vllm.*extra"):
-        VLLMEngine("/models/policy", [2], max_model_len=128)

@@ -178,6 +178,10 @@ class GRPOConfig(TrainConfig):
     generation_batch_size: int = knob(64, "Episodes per generate call (transformers engine).")
     vllm_gpu_memory_utilization: float = knob(0.3, "vLLM engine: share of GPU memory for weights + KV cache.")
     vllm_sleep: bool = knob(True, "vLLM engine: release its GPU memory while the trainer updates.")
+    vllm_importance_sampling: bool = knob(True, "vLLM engine: weight each token's loss by the truncated importance "
+                                                "ratio min(exp(trainer old log-prob - vLLM's log-prob), cap) to "
+                                                "correct the rollout/trainer mismatch (verl's TIS).")
+    vllm_importance_sampling_cap: float = knob(2.0, "vLLM engine: the cap C of the importance weights (verl: 2).")
 
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
@@ -216,6 +220,7 @@ class GRPOConfig(TrainConfig):
         _check(self.abf_delta >= 0, "abf_delta", "must be >= 0")
         _check(self.abf_max_rounds >= 1, "abf_max_rounds", "must be >= 1")
         _check(self.engine in ("transformers", "vllm"), "engine", "transformers | vllm")
+        _check(self.vllm_importance_sampling_cap >= 1, "vllm_importance_sampling_cap", "must be >= 1")
         _check(self.max_turns >= 1, "max_turns", "must be >= 1")
         _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
         _check(self.temperature > 0, "temperature", "must be > 0 (log-probs are taken at this temperature)")

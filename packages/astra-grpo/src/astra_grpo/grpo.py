@@ -115,6 +115,14 @@ def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer):
                               batch_size=config.generation_batch_size)
 
 
+def engine_weights(engine, accelerator, model):
+    """The whole ZeRO-3 model gathered for an engine that generates with it (transformers); nothing for one
+    that gathers parameter by parameter itself (vLLM: never the whole model beside vLLM's copy)."""
+    if getattr(engine, "gathers_own_weights", False):
+        return contextlib.nullcontext()
+    return full_weights(accelerator, model)
+
+
 def split_by_prompt_length(samples: list[dict], renderer: ChatRenderer, limit: int):
     kept, dropped = [], []
     for sample in samples:
@@ -197,7 +205,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             indices = stream.take(config.batch_size)
             uids = [f"{samples[i]['id']}@{first + k}" for k, i in enumerate(indices)]
             share = indices[rank::world]  # may be empty: a CP batch can have fewer groups than processes
-            with full_weights(accelerator, model):
+            with engine_weights(engine, accelerator, model):
                 mine = runner.play([samples[i] for i in share], config.group_size, uids[rank::world]) if share else []
             groups = interleave(gather_objects(accelerator, mine))
             rolled.extend(groups)
@@ -220,7 +228,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             update = _update(config, accelerator, model, reference, optimizer, scheduler, fill.batch,
                              tokenizer.pad_token_id, grid.dp_size, grid.dp_rank, accumulation)
             update_seconds = time.perf_counter() - started
-            with full_weights(accelerator, model):
+            with engine_weights(engine, accelerator, model):
                 engine.push_weights(policy)
             step += 1
 

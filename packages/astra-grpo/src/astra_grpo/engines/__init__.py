@@ -26,6 +26,9 @@ class Sampling:
 class Generation:
     token_ids: list[int]  # generated ids; the last one is a stop token iff `stopped`
     stopped: bool         # ended with a stop token (else it was cut at its token budget)
+    # The sampler's log-prob of each generated token, where the engine reports them (vLLM): the
+    # denominator of the rollout/trainer importance-sampling correction (engines/correction.py).
+    logprobs: list[float] | None = None
 
 
 class Engine(Protocol):

@@ -1,0 +1,67 @@
+"""Truncated importance sampling for the rollout/trainer mismatch (as verl's TIS and TRL's token_truncate).
+
+vLLM samples with its own kernels (and bf16 weights), so the probability it sampled a token with is
+not exactly the one the trainer computes for the same weights: the episodes are slightly off-policy.
+Each token's loss is weighted by
+
+    w_t = min(exp(log pi_trainer_old(y_t) - log pi_sampler(y_t)), C)
+
+(detached: it reweights, it is not optimised), which makes the update an estimate under the trainer's
+own policy; the cap C bounds the variance a rare large ratio would bring.
+
+Per episode, the sampler's log-probs are kept aligned with its tokens: the value vLLM reported on
+generated tokens, NaN elsewhere (prompt, observations). A generated token whose sampler log-prob is
+NaN gets weight 0 (it cannot be corrected); tokens outside the loss mask get weight 1 (they carry no loss).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+UNSAMPLED = math.nan  # the sampler log-prob of a token the policy did not generate
+
+
+def extend(sampler_logprobs: list[float], generated: Sequence[float] | None, count: int) -> None:
+    """Append one turn's sampler log-probs (NaN for each of `count` tokens when the engine gave none)."""
+    sampler_logprobs.extend(generated if generated is not None else [UNSAMPLED] * count)
+
+
+def pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
+    """Per-episode sampler log-probs as a right-padded [B, T] tensor (NaN where there is none)."""
+    out = torch.full((len(rows), width), math.nan, dtype=torch.float32)
+    for index, row in enumerate(rows):
+        out[index, :len(row)] = torch.tensor(list(row), dtype=torch.float32)
+    return out
+
+
+def truncated_is_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
+                         cap: float) -> torch.Tensor:
+    """min(exp(old - sampler), cap) on masked tokens; 0 on masked tokens without a sampler log-prob; 1 elsewhere.
+    `old_logprobs` are the trainer's (the old policy's) log-probs of the same tokens, [B, T]."""
+    old = old_logprobs.detach().float()
+    sampler = sampler_logprobs.to(old.device).float()
+    known = ~torch.isnan(sampler)
+    ratio = torch.exp(torch.where(known, old - sampler, torch.zeros_like(old))).clamp(max=cap)
+    masked = mask > 0
+    weights = torch.where(masked & known, ratio, torch.zeros_like(ratio))
+    return torch.where(masked, weights, torch.ones_like(weights))
+
+
+def weighted_loss(per_token_loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The per-token loss with each token's importance weight (what objective_share then averages)."""
+    return per_token_loss * weights.to(per_token_loss.dtype)
+
+
+def mismatch_sums(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
+                  cap: float) -> dict[str, float]:
+    """Sums over masked tokens with a sampler log-prob, for step metrics (divide by `is/tokens`):
+    the weight, how many were capped, and the k3 estimate of KL(sampler || trainer)."""
+    sampler = sampler_logprobs.to(old_logprobs.device).float()
+    known = (mask > 0) & ~torch.isnan(sampler)
+    log_ratio = (old_logprobs.detach().float() - sampler)[known]
+    ratio = torch.exp(log_ratio)
+    return {"is/tokens": float(known.sum()), "is/weight": float(ratio.clamp(max=cap).sum()),
+            "is/capped": float((ratio > cap).sum()), "is/k3_kl": float((ratio - log_ratio - 1).sum())}
