@@ -178,3 +178,15 @@ def test_embeddings_in_input_order(recorded_llm):
             return await llm.embed(["a", "bbb", "cc"], batch_size=2)
 
     assert asyncio.run(run()) == [[1.0, 1.0], [3.0, 1.0], [2.0, 1.0]]
+
+
+def test_tools_are_stripped_to_openai_fields_unless_asked_to_send_them_as_given(recorded_llm):
+    server = recorded_llm(replies=["ok"])
+    tool = {"type": "function", "function": {"name": "ls", "description": "List.", "parameters": {"type": "object"},
+                                             "response": {"type": "dict"}, "output_schema": {"type": "object"}}}
+    asyncio.run(ask(client(server), tools=[tool]))
+    asyncio.run(ask(client(server), tools=[tool], strip_tools=False))
+    stripped, as_given = (request["tools"][0]["function"] for request in server.chat_requests)
+    assert set(stripped) == {"name", "description", "parameters"}
+    assert as_given == tool["function"]
+    assert "strip_tools" not in server.chat_requests[1]

@@ -6,6 +6,8 @@ the main environment hands over to it.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from eval_helpers import cli, helper, records
 
@@ -40,7 +42,11 @@ def test_agent_and_user_simulator_use_their_own_endpoints(tmp_path, recorded_llm
         "--base-url", agent.base_url, "--user-base-url", user.base_url, "-o", str(out))
     results = records(out)
     assert [r["trial"] for r in results] == [0, 1]
-    assert {r["seed"] for r in results} == {7, 8}
+    tau2_seeds = random.Random(7)  # `tau2 run --seed 7`: random.seed(7), then one randint per trial
+    assert [r["seed"] for r in results] == [tau2_seeds.randint(0, 1000000) for _ in range(2)]
+    # each trial's seed goes to the user and to the agent (trial 1's user stops before the agent speaks)
+    assert {r["seed"] for r in user.chat_requests} == {r["seed"] for r in results}
+    assert {r["seed"] for r in agent.chat_requests} == {results[0]["seed"]}
     assert all(r["success"] is False and r["error"] is None for r in results)  # the task needs a certificate sent
     assert all(r["meta"]["provenance"][-1]["model"] == "agent-model" for r in results)
     assert all(r["temperature"] == 0.0 for r in agent.chat_requests)  # greedy by default

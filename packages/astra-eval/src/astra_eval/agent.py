@@ -25,26 +25,39 @@ class Sampling:
         return {key: value for key, value in values.items() if value is not None}
 
 
-def history_message(message: dict) -> dict:
-    """The assistant message as it goes back into the conversation (reasoning is not resent)."""
+HISTORY_REASONING = ("keep", "drop")
+
+
+def history_message(message: dict, reasoning: str = "drop") -> dict:
+    """The assistant message as it goes back into the conversation.
+
+    "keep": the message exactly as the endpoint returned it, `reasoning_content` included (what
+    bfcl-eval's OpenAI FC handler does: it appends the SDK's message object, which the SDK sends back
+    with every field the server set). "drop": role, content and tool calls only (bfcl-eval's
+    DeepSeek/Grok handlers; tau2's agent)."""
+    if reasoning == "keep":
+        return {key: value for key, value in message.items() if not key.startswith("_")}
     kept = {"role": "assistant", "content": message.get("content")}
     if message.get("tool_calls"):
-        kept["tool_calls"] = message["tool_calls"]
+        kept["tool_calls"] = [{"id": call.get("id"), "type": call.get("type", "function"),
+                               "function": {"name": call["function"]["name"],
+                                            "arguments": call["function"]["arguments"]}}
+                              for call in message["tool_calls"]]
     return kept
 
 
 class EndpointAgent:
-    """Asks the endpoint for the next assistant message given the conversation and tools."""
+    """Asks the endpoint for the next assistant message given the conversation and tools.
 
-    def __init__(self, client: LLMClient, sampling: Sampling):
+    The reply is the endpoint's message as returned (`reasoning_content` and any other field kept);
+    `strip_tools=False` sends the tools' functions with every field (BFCL's `response`)."""
+
+    def __init__(self, client: LLMClient, sampling: Sampling, *, strip_tools: bool = True):
         self.client = client
         self.sampling = sampling
+        self.strip_tools = strip_tools
 
     async def __call__(self, messages: list[dict], tools: list[dict] | None, *, seed: int | None = None) -> dict:
-        reply = await self.client.chat(messages, tools=tools or None, **self.sampling.params(seed=seed))
-        message = {"role": "assistant", "content": reply.message.get("content")}
-        if reply.tool_calls:
-            message["tool_calls"] = reply.tool_calls
-        if reply.message.get("reasoning_content"):
-            message["reasoning_content"] = reply.message["reasoning_content"]
-        return message
+        reply = await self.client.chat(messages, tools=tools or None, strip_tools=self.strip_tools,
+                                       **self.sampling.params(seed=seed))
+        return {"role": "assistant", **reply.message}

@@ -11,6 +11,12 @@ entry's `initial_config`) and its result goes back as a tool message. In miss_fu
 functions are added to the tools at their turn, whose user message is BFCL's "I have updated some
 more functions ..." prompt. Scoring decodes every step like BFCL's evaluator and calls its
 `multi_turn_checker` (state of every backend instance + unordered response check, per turn).
+
+The requests are the ones that handler sends: the tools are bfcl-eval's own `convert_to_tool`
+output, each function's `response` (return schema) included, and each assistant message goes back
+into the history as the endpoint returned it (`reasoning_content` included) unless
+`history_reasoning="drop"`. An error while an entry runs (e.g. the endpoint refuses a request) fails
+the entry, as bfcl-eval's "Error during inference" result does.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from bfcl_eval.model_handler.utils import convert_to_function_call, convert_to_t
 from bfcl_eval.utils import load_dataset_entry, load_ground_truth_entry
 
 from astra_eval.agent import history_message
-from astra_eval.results import eval_result, make_item, trial_seed
+from astra_eval.results import eval_result, make_item, trial_seed, unknown
 
 CATEGORIES = {
     "base": "multi_turn_base",
@@ -102,11 +108,11 @@ def openai_tools(functions: list[dict]) -> list[dict]:
 
 
 def model_response(message: dict) -> list[dict] | str:
-    """A step as BFCL records it: [{name: arguments_json}, ...] for tool calls, else the text."""
+    """A step as BFCL records it: [{name: arguments_json}, ...] for tool calls, else the content (None too)."""
     calls = message.get("tool_calls") or []
     if calls:
         return [{call["function"]["name"]: call["function"]["arguments"]} for call in calls]
-    return message.get("content") or ""
+    return message.get("content")
 
 
 def decode(step: list[dict] | str) -> list[str]:
@@ -121,7 +127,8 @@ class Episode:
     force_quit: bool = False
 
 
-async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | None = None) -> Episode:
+async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | None = None,
+               history_reasoning: str = "keep") -> Episode:
     """Drive the model through the turns of `entry` (all of them unless `max_turns`, a smoke-test cap that
     leaves the entry incomplete), executing its calls on the backends."""
     entry = copy.deepcopy(entry)
@@ -141,7 +148,7 @@ async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | 
             steps: list[Any] = []
             for step in range(MAXIMUM_STEP_LIMIT + 1):
                 message = await agent(history, tools, seed=seed)
-                history.append(history_message(message))
+                history.append(history_message(message, history_reasoning))
                 episode.messages.append(message)
                 response = model_response(message)
                 steps.append(response)
@@ -236,11 +243,21 @@ class Oracle:
         return {"role": "assistant", "content": None, "tool_calls": calls}
 
 
-async def run_item(item: dict, agent_for, max_turns: int | None = None) -> dict:
-    """Play and score one item; `agent_for(entry, ground_truth)` gives the agent to use."""
+def entry_of(item: dict) -> tuple[dict, list[list[str]]]:
+    """(BFCL entry, ground truth) of an item; a malformed item (unknown category or id) is rejected."""
+    if item["benchmark"] != "bfcl" or item["category"] not in CATEGORIES.values():
+        raise unknown(item, "category")
     entries, truth = load(item["category"])
-    entry, ground_truth = entries[item["item_id"]], truth[item["item_id"]]
-    episode = await play(entry, agent_for(entry, ground_truth), seed=item.get("seed"), max_turns=max_turns)
+    if item["item_id"] not in entries:
+        raise unknown(item, "task")
+    return entries[item["item_id"]], truth[item["item_id"]]
+
+
+async def run_item(item: dict, agent_for, max_turns: int | None = None, history_reasoning: str = "keep") -> dict:
+    """Play and score one item; `agent_for(entry, ground_truth)` gives the agent to use."""
+    entry, ground_truth = entry_of(item)
+    episode = await play(entry, agent_for(entry, ground_truth), seed=item.get("seed"), max_turns=max_turns,
+                         history_reasoning=history_reasoning)
     verdict = score(entry, ground_truth, episode.turns)
     details = {"checker": _short(verdict), "model_result": episode.turns, "force_quit": episode.force_quit}
     return eval_result(item, success=verdict["valid"], score=1.0 if verdict["valid"] else 0.0,

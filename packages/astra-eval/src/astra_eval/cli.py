@@ -12,7 +12,7 @@ from astra_core.llm.client import LLMClient, LLMConfig
 from astra_core.options import llm_config_from, llm_options, report_errors, stage_options, stage_options_from
 
 from astra_eval import benchenv
-from astra_eval.agent import EndpointAgent, Sampling
+from astra_eval.agent import HISTORY_REASONING, EndpointAgent, Sampling
 from astra_eval.runner import item_source, run_items
 
 
@@ -45,6 +45,7 @@ def run_options(f: Callable) -> Callable:
         click.option("--limit", type=int, help="At most this many tasks per category."),
         click.option("--ids", help="Only these task ids (comma-separated)."),
         click.option("--trials", type=int, help="Runs of every task; trial t samples with seed --seed + t "
+                                                 "(tau2: tau2's own trial seeds from --seed, default 300) "
                                                  "[default: the paper's: tau2 4, acebench 4, bfcl and aime 1]."),
         click.option("--item-timeout", type=float, default=1800.0, show_default=True,
                      help="Seconds per item; an item past it is recorded as a failure."),
@@ -106,10 +107,15 @@ class WithClient:
 @click.option("--oracle-drop-rate", type=float, default=0.0, help="With --oracle: leave out each call with this "
                                                                    "probability (seeded by --seed).")
 @click.option("--max-turns", type=int, help="Smoke tests: play only the first N turns (the entry then fails).")
+@click.option("--history-reasoning", type=click.Choice(HISTORY_REASONING), default="keep", show_default=True,
+              help="keep: assistant messages go back into the history as the endpoint returned them, "
+                   "reasoning_content included (bfcl-eval's OpenAI FC handler); drop: content and tool calls "
+                   "only (its DeepSeek/Grok handlers).")
 def run_bfcl(**kwargs) -> None:
     """BFCL v3 multi-turn, executed on bfcl-eval's backends and scored by its multi_turn_checker.
 
-    Temperature 0.6 unless --temperature is given (the paper's setting).
+    Temperature 0.6 unless --temperature is given (the paper's setting). Requests are those of
+    bfcl-eval's OpenAI function-calling handler (tools with their `response` schema).
     """
     benchenv.hand_over("bfcl")
     from astra_eval import bfcl
@@ -130,8 +136,8 @@ def run_bfcl(**kwargs) -> None:
         model = asyncio.run(resolve_model(config))
         config.model = model
         run_item = WithClient(config, lambda client: functools.partial(
-            bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling),
-            max_turns=kwargs["max_turns"]))
+            bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling, strip_tools=False),
+            max_turns=kwargs["max_turns"], history_reasoning=kwargs["history_reasoning"]))
     with item_source(options, inputs_given, lambda: bfcl.items(categories, seed=seed, **selection)) as options:
         run_items("astra-eval run bfcl", options, run_item, concurrency=config.concurrency,
                   item_timeout=kwargs["item_timeout"], model=model, seed=seed)
@@ -187,6 +193,8 @@ def run_tau2(**kwargs) -> None:
 
     The agent is greedy (temperature 0) unless --temperature is given; 4 trials per task by default
     (the paper reports pass^1 over 4 trials; `astra-eval summary` shows pass^1..pass^4 and pass@4).
+    Seeds as `tau2 run` sets them: base seed 300 unless --seed, tau2's per-trial seed to agent and user.
+    A trial that raises scores 0 (tau2's agent_error, as `tau2 run --skip-failed-samples`).
     """
     benchenv.hand_over("tau2")
     from astra_eval import tau2
@@ -195,7 +203,8 @@ def run_tau2(**kwargs) -> None:
     users = user_config(config, kwargs)
     sampling = sampling_from(config, kwargs, 0.0)
     domains = list(kwargs["domains"] or tau2.DOMAINS)
-    seed, steps = config.seed, {"max_steps": kwargs["max_steps"], "max_errors": kwargs["max_errors"]}
+    seed = config.seed if config.seed is not None else tau2.DEFAULT_SEED
+    steps = {"max_steps": kwargs["max_steps"], "max_errors": kwargs["max_errors"]}
     if kwargs["oracle"]:
         drop = kwargs["oracle_drop_rate"]
         model = f"oracle-drop-{drop:g}" if drop else "oracle"
@@ -309,10 +318,7 @@ def summary(results: tuple[str, ...], as_json: bool) -> None:
                               indent=2))
         return
     click.echo(report.render(rows))
-    failed = report.failures(records)
-    if failed:
-        click.echo("\nItems that could not run (scored as failures): "
-                   + ", ".join(f"{reason} ×{n}" for reason, n in failed.items()))
+    click.echo("\n" + report.render_errors(report.errors(records)))
 
 
 @main.command()

@@ -13,8 +13,9 @@ All figures are percentages. A benchmark figure averages its items over every tr
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from astra_core.jsonl import read_jsonl
@@ -107,12 +108,42 @@ def figures(records: list[dict]) -> Figures:
 
 
 def failures(records: list[dict]) -> dict[str, int]:
-    """Items that could not run (timeouts, endpoint errors), by reason: they count as failures above."""
+    """Items that errored (timeouts, endpoint errors, ...), by kind: they count as failures above."""
     counts: dict[str, int] = defaultdict(int)
     for record in records:
         if record.get("error"):
             counts[record["error"].split(":", 1)[0]] += 1
     return dict(counts)
+
+
+@dataclass
+class Errors:
+    """Of one model's items of one benchmark: how many were attempted (every record) and how many errored."""
+
+    attempted: int = 0
+    errored: int = 0
+    kinds: Counter = field(default_factory=Counter)
+
+
+def errors(records: list[dict]) -> dict[tuple[str, str], Errors]:
+    """(model, benchmark) -> attempted items and errors by kind. Every figure divides by `attempted`."""
+    out: dict[tuple[str, str], Errors] = defaultdict(Errors)
+    for record in records:
+        counts = out[(model_of(record), record["benchmark"])]
+        counts.attempted += 1
+        if record.get("error"):
+            counts.errored += 1
+            counts.kinds[record["error"].split(":", 1)[0]] += 1
+    return dict(sorted(out.items()))
+
+
+def render_errors(table: dict[tuple[str, str], Errors]) -> str:
+    lines = ["Errors (items that raised while running; scored 0 and counted in every figure above)"]
+    for (model, benchmark), counts in table.items():
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in counts.kinds.most_common())
+        lines.append(f"  {model} {benchmark}: {counts.errored} of {counts.attempted} items"
+                     + (f" ({kinds})" if kinds else ""))
+    return "\n".join(lines)
 
 
 # -- tables -----------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from astra_core.records import new_record
+from astra_core.stage import Rejected
+
+ITEM_FIELDS = {"id": str, "benchmark": str, "category": str, "item_id": str, "trial": int}
 
 
 def item_id(benchmark: str, category: str, item: str, trial: int, setting: str | None = None) -> str:
@@ -48,3 +51,20 @@ def eval_result(item: dict, *, success: bool, score: float, messages: list[dict]
 def failure(item: dict, error: str, *, messages: list[dict] | None = None, details: dict | None = None) -> dict:
     """An item that could not finish (timeout, endpoint error): recorded, scored 0, never dropped."""
     return eval_result(item, success=False, score=0.0, messages=messages, details=details, error=error)
+
+
+def check_item(item: dict) -> None:
+    """Reject an input item that cannot be run: a required field missing or of the wrong type."""
+    for name, kind in ITEM_FIELDS.items():
+        value = item.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise Rejected(f"malformed item: field {name!r} must be {kind.__name__}, got {value!r}")
+    seed = item.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise Rejected(f"malformed item: field 'seed' must be an integer or null, got {seed!r}")
+
+
+def unknown(item: dict, what: str) -> Rejected:
+    """The rejection of an item naming a task or category the benchmark does not have."""
+    return Rejected(f"malformed item: {item['benchmark']} has no {what} "
+                    f"{item['item_id'] if what == 'task' else item['category']!r} (item {item['id']})")

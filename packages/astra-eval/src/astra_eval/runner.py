@@ -2,8 +2,10 @@
 
 Every benchmark adapter provides `async run_item(item) -> eval_result`. The runner applies it to
 item records (from files or generated from the benchmark's selection options) and writes one
-eval_result per item. An item that times out or whose endpoint fails for good is written as a
-failure with its error (never dropped); a bug in an adapter still lands in --rejects.
+eval_result per item. Every item attempted is scored: any error while it runs (timeout, endpoint
+error, the model's malformed or empty reply, an exception inside the benchmark's code) makes it a
+failure with score 0 and its error (`astra_eval.errors`). --rejects receives only malformed input
+items and items that hit a bug in astra-eval itself; the latter make the command exit non-zero.
 """
 
 from __future__ import annotations
@@ -15,24 +17,28 @@ from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 
 from astra_core.jsonl import dumps
-from astra_core.llm.client import LLMError
-from astra_core.stage import Stage, StageOptions
+from astra_core.stage import Rejected, Stage, StageOptions
 
-from astra_eval.results import failure
+from astra_eval.errors import HarnessError, describe, raised_by_harness
+from astra_eval.results import check_item, failure
 
 RunItem = Callable[[dict], Awaitable[dict]]
 
 
 def guarded(run_item: RunItem, item_timeout: float | None) -> RunItem:
-    """`run_item` with a wall-clock limit; timeouts and endpoint failures become failure records."""
+    """`run_item` with a wall-clock limit; any error while the item runs becomes its failure record,
+    except malformed items (rejected) and astra-eval's own bugs (raised: the stage rejects the item)."""
 
     async def run(item: dict) -> dict:
+        check_item(item)
         try:
             return await asyncio.wait_for(run_item(item), timeout=item_timeout)
-        except TimeoutError:
-            return failure(item, f"timeout: item did not finish within {item_timeout:g}s")
-        except LLMError as exc:
-            return failure(item, f"endpoint: {exc}")
+        except Rejected:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every error of the model, endpoint or benchmark is scored
+            if raised_by_harness(exc):
+                raise
+            return failure(item, describe(exc, item_timeout=item_timeout))
 
     return run
 
@@ -68,3 +74,6 @@ def run_items(command: str, options: StageOptions, run_item: RunItem, *, concurr
 
     with Stage(command, options, out_kind="eval_result", model=model, seed=seed, total=total) as stage:
         asyncio.run(run_all(stage))
+    if stage.counts.errors:
+        raise HarnessError(f"{command}: {stage.counts.errors} items hit an error in astra-eval itself and were not "
+                           f"scored (traceback above; --rejects FILE keeps them, --resume retries them)")

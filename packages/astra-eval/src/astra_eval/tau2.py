@@ -8,6 +8,12 @@ UserSimulator plays the user with the user model (a separate endpoint), the orch
 executes tool calls on a fresh domain environment, and `evaluate_simulation` (EvaluationType.ALL:
 DB hash / env assertions, actions, communicated info, as the task's reward basis says) gives
 the reward; a trial succeeds iff the reward is 1. pass^k / pass@k over trials: `astra_eval.metrics`.
+
+As `tau2 run` does by default: the base seed is 300 and trial t runs with tau2's t-th trial seed
+(`random.seed(base)`, then one `randint(0, 1000000)` per trial), which the orchestrator gives to
+both the agent and the user simulator; litellm gets `num_retries` 3. A trial that raises (empty
+assistant message after tau2's retries, tool arguments that are not JSON, an endpoint error, ...)
+is recorded as `tau2 run --skip-failed-samples` records it: termination `agent_error`, reward 0.
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ logger.remove()  # tau2 logs every tool response at DEBUG; keep stderr for count
 logger.add(lambda text: print(text, end="", file=sys.stderr), level=os.environ.get("ASTRA_EVAL_TAU2_LOG", "ERROR"))
 
 from tau2.agent.base import LocalAgent  # noqa: E402
+from tau2.config import DEFAULT_MAX_RETRIES, DEFAULT_SEED  # noqa: E402
 from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage  # noqa: E402
-from tau2.data_model.simulation import Results, SimulationRun  # noqa: E402
+from tau2.data_model.simulation import Results, RewardInfo, SimulationRun, TerminationReason  # noqa: E402
 from tau2.data_model.tasks import Task  # noqa: E402
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation  # noqa: E402
 from tau2.metrics.agent_metrics import is_successful  # noqa: E402
@@ -38,8 +45,10 @@ from tau2.registry import registry  # noqa: E402
 from tau2.run import get_info, get_tasks, run_task  # noqa: E402
 from tau2.user.base import STOP  # noqa: E402
 from tau2.user.user_simulator import UserSimulator  # noqa: E402
+from tau2.utils.utils import get_now  # noqa: E402
 
-from astra_eval.results import eval_result, make_item, trial_seed  # noqa: E402
+from astra_eval.errors import describe, raised_by_harness  # noqa: E402
+from astra_eval.results import eval_result, make_item, unknown  # noqa: E402
 
 DOMAINS = ("airline", "retail", "telecom")
 TASK_SPLIT = "base"  # tau2's default split (telecom: 114 of its 2,285 tasks)
@@ -59,7 +68,8 @@ class Endpoint:
         return f"openai/{self.model}"
 
     def llm_args(self) -> dict:
-        return {"base_url": self.base_url, "api_key": self.api_key or "EMPTY", **self.args}
+        return {"base_url": self.base_url, "api_key": self.api_key or "EMPTY", "num_retries": DEFAULT_MAX_RETRIES,
+                **self.args}
 
 
 @functools.cache
@@ -67,12 +77,20 @@ def tasks(domain: str) -> dict[str, Task]:
     return {task.id: task for task in get_tasks(domain, task_split_name=TASK_SPLIT)}
 
 
+def trial_seeds(base: int | None, trials: int) -> list[int]:
+    """tau2's per-trial seeds (`tau2.run.run_tasks`): the base seed (300 unless given) seeds Python's
+    random, then one randint(0, 1000000) per trial."""
+    rng = random.Random(DEFAULT_SEED if base is None else base)
+    return [rng.randint(0, 1000000) for _ in range(trials)]
+
+
 def items(domains: list[str], *, limit: int | None, ids: list[str] | None, trials: int,
           seed: int | None) -> list[dict]:
+    seeds = trial_seeds(seed, trials)
     selected = []
     for domain in domains:
         names = [name for name in tasks(domain) if not ids or name in ids][:limit]
-        selected += [make_item("tau2", domain, name, trial, trial_seed(seed, trial))
+        selected += [make_item("tau2", domain, name, trial, seeds[trial])
                      for trial in range(trials) for name in names]
     return selected
 
@@ -177,10 +195,34 @@ def result_record(item: dict, simulation: SimulationRun) -> dict:
                        details=details)
 
 
+def failed_simulation(item: dict) -> SimulationRun:
+    """The run `tau2 run --skip-failed-samples` records for a trial that raised: agent_error, reward 0."""
+    now = get_now()
+    return SimulationRun(id=f"{item['item_id']}_{item['trial']}_failed", task_id=item["item_id"], start_time=now,
+                         end_time=now, duration=0.0, termination_reason=TerminationReason.AGENT_ERROR, messages=[],
+                         trial=item["trial"], seed=item.get("seed"), reward_info=RewardInfo(reward=0.0), skipped=True)
+
+
+def task_of(item: dict) -> Task:
+    if item["benchmark"] != "tau2" or item["category"] not in DOMAINS:
+        raise unknown(item, "domain")
+    task = tasks(item["category"]).get(item["item_id"])
+    if task is None:
+        raise unknown(item, "task")
+    return task
+
+
 async def run_item(item: dict, simulate) -> dict:
-    """Play one trial of a task in a worker thread (tau2 is synchronous)."""
-    task = tasks(item["category"])[item["item_id"]]
-    simulation = await asyncio.to_thread(simulate, item["category"], task, item.get("seed"))
+    """Play one trial of a task in a worker thread (tau2 is synchronous); a trial that raises scores 0."""
+    task = task_of(item)
+    try:
+        simulation = await asyncio.to_thread(simulate, item["category"], task, item.get("seed"))
+    except Exception as exc:  # noqa: BLE001 - tau2's own harness scores these 0 (agent_error)
+        if raised_by_harness(exc):
+            raise
+        record = result_record(item, failed_simulation(item))
+        record["error"] = describe(exc)
+        return record
     simulation.trial = item["trial"]
     return result_record(item, simulation)
 

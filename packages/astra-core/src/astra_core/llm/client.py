@@ -112,10 +112,15 @@ class ChatResponse:
         return self.choices[0].get("finish_reason") if self.choices else None
 
 
-def openai_tools(tools: list[dict]) -> list[dict]:
-    """Tools as the OpenAI API accepts them (drops our `output_schema` and other extras)."""
+OPENAI_FUNCTION_FIELDS = ("name", "description", "parameters", "strict")
+
+
+def openai_tools(tools: list[dict], *, strip: bool = True) -> list[dict]:
+    """Tools in the OpenAI request form. `strip` (the default) keeps only the fields the OpenAI API
+    defines, dropping our `output_schema` and other extras; `strip=False` sends every function field
+    as given (a benchmark whose own harness sends more, e.g. BFCL's `response` return schema)."""
     return [{"type": "function", "function": {k: v for k, v in t["function"].items()
-                                               if k in ("name", "description", "parameters", "strict")}}
+                                               if not strip or k in OPENAI_FUNCTION_FIELDS}}
             for t in tools]
 
 
@@ -223,15 +228,17 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     # -- chat -----------------------------------------------------------------------------------
-    async def chat(self, messages: list[dict], *, tools: list[dict] | None = None, **params: Any) -> ChatResponse:
-        """One chat completion. `params` are passed through (temperature, max_tokens, seed, n, stop, ...)."""
+    async def chat(self, messages: list[dict], *, tools: list[dict] | None = None, strip_tools: bool = True,
+                   **params: Any) -> ChatResponse:
+        """One chat completion. `params` are passed through (temperature, max_tokens, seed, n, stop, ...);
+        `strip_tools=False` sends the tools' functions with every field given (see `openai_tools`)."""
         body: dict[str, Any] = {"model": await self.model(), "messages": messages}
         for name in ("temperature", "max_tokens", "seed"):
             default = getattr(self.config, name)
             if default is not None:
                 body[name] = default
         if tools:
-            body["tools"] = openai_tools(tools)
+            body["tools"] = openai_tools(tools, strip=strip_tools)
         body.update({k: v for k, v in params.items() if v is not None})
         raw = await self._request("POST", "chat/completions", body)
         choices = raw.get("choices") or []
