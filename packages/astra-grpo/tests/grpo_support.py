@@ -88,7 +88,7 @@ class ScriptedEngine:
         self.calls: list[list[int]] = []  # budgets of every generate call
         self.pushed = 0
 
-    def generate(self, prompts, max_new_tokens, sampling: Sampling):
+    def generate(self, prompts, max_new_tokens, sampling: Sampling, keys=None):
         self.calls.append(list(max_new_tokens))
         out = []
         for prompt, budget in zip(prompts, max_new_tokens, strict=True):

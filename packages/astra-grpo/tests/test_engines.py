@@ -8,7 +8,7 @@ from astra_grpo.engines import Generation, Sampling, cut
 from astra_grpo.engines.transformers import TransformersEngine
 from grpo_support import tiny_model
 
-NEAR_GREEDY = Sampling(temperature=1e-5)
+GREEDY = Sampling(greedy=True)
 UNUSED_STOP = 49151
 
 
@@ -26,11 +26,25 @@ def test_cut_ends_at_the_first_stop_or_the_budget():
 def test_budgets_are_per_prompt_and_results_keep_input_order(model):
     engine = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP], batch_size=2)
     prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
-    together = engine.generate(prompts, [3, 9, 5], NEAR_GREEDY)
+    together = engine.generate(prompts, [3, 9, 5], GREEDY)
     assert [len(g.token_ids) for g in together] == [3, 9, 5] and not any(g.stopped for g in together)
-    alone = [engine.generate([p], [b], NEAR_GREEDY)[0] for p, b in zip(prompts, [3, 9, 5], strict=True)]
+    alone = [engine.generate([p], [b], GREEDY)[0] for p, b in zip(prompts, [3, 9, 5], strict=True)]
     assert [g.token_ids for g in together] == [g.token_ids for g in alone]
     assert model.training is False
+
+
+class FedTokens:
+    """Counts what the model is given to read: (rows, width) of every forward call."""
+
+    def __init__(self, model):
+        self.shapes: list[tuple[int, int]] = []
+        self.handle = model.register_forward_pre_hook(self.record, with_kwargs=True)
+
+    def record(self, module, args, kwargs):
+        self.shapes.append(tuple(kwargs["input_ids"].shape))
+
+    def close(self):
+        self.handle.remove()
 
 
 def test_repeated_prompts_read_once_generate_as_if_read_separately(model):
@@ -38,25 +52,44 @@ def test_repeated_prompts_read_once_generate_as_if_read_separately(model):
     prompts = [[30, 31, 32, 33, 34], [40, 41], [30, 31, 32, 33, 34], [40, 41], [30, 31, 32, 33, 34], [50]]
     budgets = [6, 4, 5, 7, 6, 3]
     engine = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])
-    assert engine._shared_prompt_cache(*_padded(prompts)) is not None  # the shared path is the one taken
-    shared = engine.generate(prompts, budgets, NEAR_GREEDY)
-    alone = [engine.generate([p], [b], NEAR_GREEDY)[0] for p, b in zip(prompts, budgets, strict=True)]
+    fed = FedTokens(model)
+    shared = engine.generate(prompts, budgets, GREEDY)
+    fed.close()
+    assert fed.shapes[0] == (3, 4)  # three distinct prompts, all but their last token, read once
+    alone = [engine.generate([p], [b], GREEDY)[0] for p, b in zip(prompts, budgets, strict=True)]
     assert [g.token_ids for g in shared] == [g.token_ids for g in alone]
-    assert engine._shared_prompt_cache(*_padded([[1, 2], [3, 4]])) is None
 
 
-def test_each_row_gets_the_cache_of_its_own_prompt(model):
-    """Row by row, the shared cache equals what reading every prompt separately would give."""
-    input_ids, attention = _padded([[30, 31, 32, 33, 34], [40, 41], [30, 31, 32, 33, 34], [40, 41], [50]])
-    shared = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])._shared_prompt_cache(input_ids, attention)
-    mask = attention[:, :-1]
-    with torch.no_grad():
-        separate = model(input_ids=input_ids[:, :-1], attention_mask=mask,
-                         position_ids=(mask.cumsum(-1) - 1).masked_fill(mask == 0, 1), use_cache=True).past_key_values
-    for ours, reference in zip(shared.layers, separate.layers, strict=True):
-        kept = mask.bool()  # what padding positions hold is never attended to
-        assert torch.allclose(ours.keys.transpose(1, 2)[kept], reference.keys.transpose(1, 2)[kept], atol=1e-5)
-        assert torch.allclose(ours.values.transpose(1, 2)[kept], reference.values.transpose(1, 2)[kept], atol=1e-5)
+def test_a_later_turn_reads_only_the_new_tokens_and_generates_the_same(model):
+    """Three episodes of different lengths, two turns: with their caches kept, turn 2 reads just each
+    episode's observation; the greedy continuations equal re-reading everything and one episode at a time."""
+    first = [[30, 31, 32, 33, 34, 35, 36], [40, 41], [50, 51, 52, 53]]
+    observations = [[7, 8, 9], [10], [11, 12, 13, 14, 15]]
+    kept = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])
+    turn1 = kept.generate(first, [5, 3, 4], GREEDY, keys=["a", "b", "c"])
+    second = [p + g.token_ids + o for p, g, o in zip(first, turn1, observations, strict=True)]
+    fed = FedTokens(model)
+    turn2 = kept.generate(second, [4, 6, 2], GREEDY, keys=["a", "b", "c"])
+    fed.close()
+    # The last sampled token of each turn is already read; only the observations (max 5) remain.
+    assert fed.shapes[0] == (3, 5) and sum(w for _, w in fed.shapes) < min(len(p) for p in second) + 6
+    rereading = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP], keep_cache=False)
+    assert [g.token_ids for g in turn2] == [g.token_ids for g in rereading.generate(second, [4, 6, 2], GREEDY)]
+    alone = [rereading.generate([p], [b], GREEDY)[0] for p, b in zip(second, [4, 6, 2], strict=True)]
+    assert [g.token_ids for g in turn2] == [g.token_ids for g in alone]
+    kept.generate([second[0] + turn2[0].token_ids], [2], GREEDY, keys=["a"])
+    assert set(kept._cached) == {"a"}  # the episodes that ended are forgotten
+
+
+def test_a_prompt_that_does_not_extend_its_cache_is_read_whole(model):
+    engine = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP])
+    engine.generate([[30, 31, 32]], [3], GREEDY, keys=["a"])
+    other = [60, 61, 62, 63]
+    fed = FedTokens(model)
+    again = engine.generate([other], [3], GREEDY, keys=["a"])
+    fed.close()
+    assert fed.shapes[0] == (1, 3)
+    assert again[0].token_ids == engine.generate([other], [3], GREEDY)[0].token_ids
 
 
 def test_repeated_prompts_still_sample_independently(model):
@@ -66,17 +99,11 @@ def test_repeated_prompts_still_sample_independently(model):
     assert len({tuple(g.token_ids) for g in group}) > 1
 
 
-def _padded(prompts):
-    width = max(len(p) for p in prompts)
-    return (torch.tensor([[0] * (width - len(p)) + p for p in prompts]),
-            torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts]))
-
-
 def test_generation_stops_at_a_stop_token_and_keeps_it(model):
-    free = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP]).generate([[20, 21, 22]], [12], NEAR_GREEDY)[0]
+    free = TransformersEngine(model, pad_id=0, stop_ids=[UNUSED_STOP]).generate([[20, 21, 22]], [12], GREEDY)[0]
     stop = free.token_ids[4]
     first = free.token_ids.index(stop)
-    stopped = TransformersEngine(model, pad_id=0, stop_ids=[stop]).generate([[20, 21, 22]], [12], NEAR_GREEDY)[0]
+    stopped = TransformersEngine(model, pad_id=0, stop_ids=[stop]).generate([[20, 21, 22]], [12], GREEDY)[0]
     assert stopped.stopped and stopped.token_ids == free.token_ids[:first + 1]
 
 

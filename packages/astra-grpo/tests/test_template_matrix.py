@@ -95,7 +95,7 @@ class TemplatePolicy:
             return "\n".join(self.renderer.assistant_text({**message, "tool_calls": [c]}, tools)
                              for c in message["tool_calls"])
 
-    def generate(self, prompts, budgets, sampling):
+    def generate(self, prompts, budgets, sampling, keys=None):
         out = []
         for prompt, budget in zip(prompts, budgets, strict=True):
             self.prompts.append(list(prompt))

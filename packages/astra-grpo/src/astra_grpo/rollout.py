@@ -155,7 +155,8 @@ class EpisodeRunner:
 
     def _turn(self, live: list[Episode], pool: ThreadPoolExecutor, sessions: ExitStack) -> None:
         budgets = [min(self.settings.max_new_tokens, self._room(e)) for e in live]
-        generations = self.engine.generate([e.token_ids for e in live], budgets, self.settings.sampling)
+        generations = self.engine.generate([e.token_ids for e in live], budgets, self.settings.sampling,
+                                           keys=[id(e) for e in live])
         replies = [self._guarded(e, self._take_generation, e, g) for e, g in zip(live, generations, strict=True)]
         acting = [(e, r) for e, r in zip(live, replies, strict=True) if r is not None and not e.done]
         results = list(pool.map(lambda pair: self._guarded(pair[0], self._act, pair[0], pair[1], sessions), acting))

@@ -14,10 +14,14 @@ METRICS_FILE = "metrics.jsonl"
 
 
 def _flat(config: TrainConfig) -> dict:
-    """Tracker hyper-parameters: scalars only (lists joined)."""
+    """Tracker hyper-parameters: scalars only (lists joined, mappings as JSON)."""
     out = {}
     for key, value in to_dict(config).items():
-        out[key] = ",".join(map(str, value)) if isinstance(value, list) else ("" if value is None else value)
+        if isinstance(value, list):
+            value = ",".join(map(str, value))
+        elif isinstance(value, dict):
+            value = json.dumps(value, sort_keys=True)
+        out[key] = "" if value is None else value
     return out
 
 

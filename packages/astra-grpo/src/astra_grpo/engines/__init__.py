@@ -20,6 +20,7 @@ class Sampling:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: off
+    greedy: bool = False  # argmax instead of sampling (benchmarks, evaluation)
 
 
 @dataclass
@@ -32,8 +33,10 @@ class Generation:
 
 
 class Engine(Protocol):
-    def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling) -> list[Generation]:
-        """One continuation per prompt, each within its own token budget (>= 1)."""
+    def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling,
+                 keys: list | None = None) -> list[Generation]:
+        """One continuation per prompt, each within its own token budget (>= 1). `keys` name the episodes
+        (an engine may keep an episode's state, e.g. its KV cache, from one turn to its next)."""
 
     def push_weights(self, model) -> None:
         """Make the next `generate` use the trainer's current weights."""

@@ -1,11 +1,37 @@
-"""Batched generation with transformers on the training model (colocated by construction)."""
+"""Batched multi-turn generation with transformers on the training model (colocated by construction).
+
+Each live episode keeps its KV cache between its turns (`keys` name the episodes): a turn reads only
+what is new since the episode's last turn, the observation tokens, never the whole conversation again.
+Live episodes of different lengths generate in one batch: their caches are left-padded to a common
+length and their new tokens follow, with an attention mask over the gaps and position ids that count
+real tokens only (what `generate` does for left padding). A first-turn prompt that repeats in a call,
+a GRPO group's, is read once. The decode loop is written out here (not `model.generate`) because
+`generate` cannot continue a batch of caches of different lengths.
+"""
 
 from __future__ import annotations
 
-import torch
-from transformers import GenerationConfig
+from collections.abc import Hashable
+from dataclasses import dataclass
 
-from astra_grpo.engines import Generation, Sampling, cut
+import torch
+from transformers import DynamicCache
+from transformers.generation.logits_process import (
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from astra_grpo.engines import Generation, Sampling
+
+
+@dataclass
+class _Cached:
+    """Keys and values of one sequence: per layer (k, v) of shape [heads, len(tokens), head_dim]."""
+
+    tokens: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class TransformersEngine:
@@ -13,17 +39,25 @@ class TransformersEngine:
     weights once around a whole rollout round (processes play different numbers of turns, so a
     per-call collective could not line up)."""
 
-    def __init__(self, model, pad_id: int, stop_ids: list[int], *, batch_size: int = 64, share_prompts: bool = True):
+    def __init__(self, model, pad_id: int, stop_ids: list[int], *, batch_size: int = 64, share_prompts: bool = True,
+                 keep_cache: bool = True):
         self.model = model
         self.pad_id = pad_id
-        self.stop_ids = list(stop_ids)
+        self.stop_ids = set(stop_ids)
         self.batch_size = batch_size
-        self.share_prompts = share_prompts  # read a prompt repeated in one batch (a GRPO group) once
+        self.share_prompts = share_prompts  # read a prompt repeated in one call (a GRPO group) once
+        self.keep_cache = keep_cache        # keep each keyed episode's KV cache for its next turn
+        self._cached: dict[Hashable, _Cached] = {}
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling,
+                 keys: list[Hashable] | None = None) -> list[Generation]:
+        """One continuation per prompt. `keys` (one per prompt) name the episodes: a prompt that extends
+        what its key generated last time continues from that cache; caches of keys not in this call are
+        dropped (their episodes ended)."""
         if any(budget < 1 for budget in max_new_tokens):
             raise ValueError("every prompt needs a token budget >= 1")
-        # Similar lengths together: less left-padding per batch. Results go back in input order.
+        keys = list(keys) if keys is not None and self.keep_cache else [None] * len(prompts)
+        # Similar lengths together: less padding per batch. Results go back in input order.
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         results: list[Generation | None] = [None] * len(prompts)
         was_training = self.model.training
@@ -32,57 +66,171 @@ class TransformersEngine:
             with torch.no_grad():
                 for start in range(0, len(order), self.batch_size):
                     chunk = order[start:start + self.batch_size]
-                    outputs = self._generate([prompts[i] for i in chunk], [max_new_tokens[i] for i in chunk], sampling)
+                    outputs = self._generate([prompts[i] for i in chunk], [max_new_tokens[i] for i in chunk],
+                                             sampling, [keys[i] for i in chunk])
                     for index, generation in zip(chunk, outputs, strict=True):
                         results[index] = generation
         finally:
             self.model.train(was_training)
+            live = set(keys)
+            self._cached = {key: entry for key, entry in self._cached.items() if key in live}
         return results  # type: ignore[return-value]
 
-    def _generate(self, prompts: list[list[int]], budgets: list[int], sampling: Sampling) -> list[Generation]:
-        device = next(self.model.parameters()).device
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=device)
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-        config = GenerationConfig(
-            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
-            top_k=sampling.top_k or None, max_new_tokens=max(budgets), eos_token_id=self.stop_ids,
-            pad_token_id=self.pad_id)
-        cache = self._shared_prompt_cache(input_ids, attention)
-        output = self.model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config,
-                                     past_key_values=cache)
-        stops = set(self.stop_ids)
-        return [cut(row[width:].tolist(), budget, stops) for row, budget in zip(output, budgets, strict=True)]
+    # -- one batch ----------------------------------------------------------------------------------
+    def _generate(self, prompts: list[list[int]], budgets: list[int], sampling: Sampling,
+                  keys: list[Hashable | None]) -> list[Generation]:
+        caches = [self._continuing(key, prompt) for key, prompt in zip(keys, prompts, strict=True)]
+        self._read_new_prompts(prompts, caches)
+        new = [prompt[len(cache.tokens):] for prompt, cache in zip(prompts, caches, strict=True)]  # >= 1 token
+        past, mask = self._batch(caches)
+        block, block_mask = _left_padded(new, self.pad_id, self._device)
+        mask = torch.cat([mask, block_mask], dim=1)
+        logits = self._forward(block, mask, past)
+        processors = _warpers(sampling)
+        generated: list[list[int]] = [[] for _ in prompts]
+        fed: list[list[int]] = [list(prompt) for prompt in prompts]  # tokens whose keys/values `past` holds
+        live = [True] * len(prompts)
+        for _ in range(max(budgets)):
+            tokens = _pick(logits, processors, sampling)
+            feeding = [False] * len(prompts)
+            for row, token in enumerate(tokens):
+                if not live[row]:
+                    continue
+                generated[row].append(token)
+                feeding[row] = True
+                if token in self.stop_ids or len(generated[row]) >= budgets[row]:
+                    live[row] = False
+            if not any(live):
+                break
+            # Feed every token sampled this step (a just-finished row's last one too, so its cache holds
+            # it for the next turn); rows that finished earlier get a masked pad.
+            step = torch.tensor([[t if f else self.pad_id] for t, f in zip(tokens, feeding, strict=True)],
+                                device=mask.device)
+            mask = torch.cat([mask, torch.tensor([[int(f)] for f in feeding], device=mask.device)], dim=1)
+            logits = self._forward(step, mask, past)
+            for row, token in enumerate(tokens):
+                if feeding[row]:
+                    fed[row].append(token)
+        self._keep(keys, fed, past, mask)
+        return [Generation(ids, bool(ids) and ids[-1] in self.stop_ids) for ids in generated]
 
-    def _shared_prompt_cache(self, input_ids: torch.Tensor, attention: torch.Tensor):
-        """The KV cache of every prompt but its last token, computed once per distinct prompt.
+    @property
+    def _device(self):
+        return next(self.model.parameters()).device
 
-        A GRPO group's members all start from one prompt: reading it once instead of G times is
-        most of a first turn's cost on CPU (long tool prompts, short replies). None when sharing is
-        off or every prompt is distinct (plain `generate` then reads them itself).
-        """
-        if not self.share_prompts or input_ids.shape[1] < 2:
+    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, past: DynamicCache) -> torch.Tensor:
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=past,
+                         use_cache=True)
+        return out.logits[:, -1].float()
+
+    # -- caches -------------------------------------------------------------------------------------
+    def _continuing(self, key: Hashable | None, prompt: list[int]) -> _Cached | None:
+        """The episode's cache when this prompt extends the tokens it holds (by at least one token)."""
+        cached = self._cached.get(key) if key is not None else None
+        if cached is None or len(cached.tokens) >= len(prompt) or prompt[:len(cached.tokens)] != cached.tokens:
             return None
-        rows = [tuple(row) for row in input_ids.tolist()]
-        first_row_of = {}
-        for index, row in enumerate(rows):
-            first_row_of.setdefault(row, index)
-        if len(first_row_of) == len(rows):
-            return None
-        distinct = list(first_row_of.values())
-        slot_of = {row: slot for slot, row in enumerate(first_row_of)}
-        mask = attention[distinct, :-1]
-        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)  # as `generate` numbers left-padded rows
-        cache = self.model(input_ids=input_ids[distinct, :-1], attention_mask=mask, position_ids=positions,
-                           use_cache=True).past_key_values
-        cache.batch_select_indices(torch.tensor([slot_of[row] for row in rows], device=input_ids.device))
-        return cache
+        return cached
+
+    def _read_new_prompts(self, prompts: list[list[int]], caches: list[_Cached | None]) -> None:
+        """Cache every prompt without one but its last token, each distinct prompt read once."""
+        missing = [row for row, cache in enumerate(caches) if cache is None]
+        if not missing:
+            return
+        distinct: dict[tuple[int, ...], list[int]] = {}
+        for row in missing:
+            key = tuple(prompts[row]) if self.share_prompts else (row, *prompts[row])
+            distinct.setdefault(key, []).append(row)
+        heads = [prompts[rows[0]][:-1] for rows in distinct.values()]
+        empty = _Cached([], [])
+        if max(len(h) for h in heads) == 0:
+            for rows in distinct.values():
+                for row in rows:
+                    caches[row] = empty
+            return
+        ids, mask = _left_padded(heads, self.pad_id, self._device)
+        past = DynamicCache()
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=past, use_cache=True)
+        for slot, rows in enumerate(distinct.values()):
+            entry = _Cached(heads[slot], _row_layers(past, slot, mask[slot])) if heads[slot] else empty
+            for row in rows:
+                caches[row] = entry
+
+    def _batch(self, caches: list[_Cached]) -> tuple[DynamicCache | None, torch.Tensor]:
+        """One cache for the batch: each row's keys/values left-padded to the longest; and its mask."""
+        longest = max(len(c.tokens) for c in caches)
+        device = self._device
+        mask = torch.tensor([[0] * (longest - len(c.tokens)) + [1] * len(c.tokens) for c in caches], device=device,
+                            dtype=torch.long)
+        if longest == 0:
+            return DynamicCache(), mask
+        template = next(c for c in caches if c.tokens).layers
+        layers = []
+        for index, (key, value) in enumerate(template):
+            keys = [_left_pad(c.layers[index][0] if c.tokens else key[:, :0], longest) for c in caches]
+            values = [_left_pad(c.layers[index][1] if c.tokens else value[:, :0], longest) for c in caches]
+            layers.append((torch.stack(keys), torch.stack(values)))
+        return DynamicCache(ddp_cache_data=layers), mask
+
+    def _keep(self, keys: list[Hashable | None], fed: list[list[int]], past: DynamicCache, mask: torch.Tensor) -> None:
+        for row, key in enumerate(keys):
+            if key is not None:
+                self._cached[key] = _Cached(fed[row], _row_layers(past, row, mask[row]))
+
+    def reset(self) -> None:
+        """Forget every episode's cache (new weights make them stale)."""
+        self._cached.clear()
 
     def push_weights(self, model) -> None:
-        """Nothing to copy: this engine generates with the trained module itself."""
+        """Nothing to copy: this engine generates with the trained module itself. Cached keys/values
+        were computed with the old weights: dropped."""
+        self.reset()
 
     def sleep(self) -> None:
-        """Nothing held beyond the trained module."""
+        """Nothing held beyond the trained module and the episodes' caches (dropped)."""
+        self.reset()
 
     def wake(self) -> None:
         """Nothing to restore."""
+
+
+def _row_layers(past: DynamicCache, row: int, mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """One row's keys/values at its real (unmasked) positions, copied out of a batch cache."""
+    real = mask.nonzero(as_tuple=True)[0]
+    return [(layer.keys[row][:, real].clone(), layer.values[row][:, real].clone()) for layer in past.layers]
+
+
+def _left_pad(tensor: torch.Tensor, length: int) -> torch.Tensor:
+    """[heads, t, dim] -> [heads, length, dim], zeros in front."""
+    missing = length - tensor.shape[1]
+    if missing == 0:
+        return tensor
+    return torch.cat([tensor.new_zeros(tensor.shape[0], missing, tensor.shape[2]), tensor], dim=1)
+
+
+def _left_padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], device=device, dtype=torch.long)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device, dtype=torch.long)
+    return ids, mask
+
+
+def _warpers(sampling: Sampling) -> LogitsProcessorList:
+    processors = LogitsProcessorList()
+    if sampling.greedy:
+        return processors
+    if sampling.temperature != 1.0:
+        processors.append(TemperatureLogitsWarper(sampling.temperature))
+    if sampling.top_k:
+        processors.append(TopKLogitsWarper(sampling.top_k))
+    if sampling.top_p < 1.0:
+        processors.append(TopPLogitsWarper(sampling.top_p))
+    return processors
+
+
+def _pick(logits: torch.Tensor, processors: LogitsProcessorList, sampling: Sampling) -> list[int]:
+    if sampling.greedy:
+        return logits.argmax(dim=-1).tolist()
+    scores = processors(None, logits)
+    return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(-1).tolist()

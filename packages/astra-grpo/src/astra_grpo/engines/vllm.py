@@ -112,11 +112,12 @@ class VLLMEngine:
     # -- generation -------------------------------------------------------------------------------
     def sampling_params(self, budget: int, sampling: Sampling):
         return self._vllm.SamplingParams(
-            n=1, max_tokens=budget, temperature=sampling.temperature, top_p=sampling.top_p,
+            n=1, max_tokens=budget, temperature=0.0 if sampling.greedy else sampling.temperature, top_p=sampling.top_p,
             top_k=max(sampling.top_k, 0), stop_token_ids=self.stop_ids, skip_special_tokens=False,
             detokenize=False, logprobs=0 if self.logprobs else None)
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling,
+                 keys: list | None = None) -> list[Generation]:
         self.wake()
         requests = [{"prompt_token_ids": ids} for ids in prompts]
         params = [self.sampling_params(budget, sampling) for budget in max_new_tokens]
