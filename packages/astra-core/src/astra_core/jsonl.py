@@ -10,7 +10,7 @@ from typing import IO
 
 import orjson
 
-from astra_core.schema import RecordError, validate
+from astra_core.schema import RecordError, kind_name, validate
 
 _DUMP_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
@@ -58,8 +58,10 @@ def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
                 handle.close()
 
 
-def parse_line(source: str, lineno: int, raw: bytes, kind: str | None = None) -> Line:
+def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = None) -> Line:
     """Parse one line as a record, validating it as `kind` when given; raise MalformedLine."""
+    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a byte-order mark some editors write
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -71,7 +73,7 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | None = None) ->
         try:
             validate(record, kind)
         except RecordError as exc:
-            raise MalformedLine(f"not a valid {kind}: {exc.message}", source=source, lineno=lineno, text=raw,
+            raise MalformedLine(f"not a valid {kind_name(kind)}: {exc.message}", source=source, lineno=lineno, text=raw,
                                 record_id=exc.record_id, field=exc.field) from None
     return Line(source, lineno, record)
 

@@ -57,8 +57,26 @@ def schema(kind: str) -> dict:
 
 
 @cache
-def _validator(kind: str) -> Draft202012Validator:
+def _kind_validator(kind: str) -> Draft202012Validator:
     return Draft202012Validator(schema(kind), registry=_registry())
+
+
+_schema_validators: dict[int, tuple[dict, Draft202012Validator]] = {}
+
+
+def _validator(kind: str | dict) -> Draft202012Validator:
+    """The validator of a record kind, or of a JSON schema (an input shape that is not a kind), built once."""
+    if isinstance(kind, str):
+        return _kind_validator(kind)
+    held = _schema_validators.get(id(kind))
+    if held is None or held[0] is not kind:
+        held = _schema_validators[id(kind)] = (kind, Draft202012Validator(kind, registry=_registry()))
+    return held[1]
+
+
+def kind_name(kind: str | dict) -> str:
+    """A kind's name, or a schema's title."""
+    return kind if isinstance(kind, str) else kind.get("title", "record")
 
 
 def field_path(path) -> str:
@@ -69,15 +87,16 @@ def field_path(path) -> str:
     return out or "(record)"
 
 
-def errors(record: object, kind: str) -> list[RecordError]:
+def errors(record: object, kind: str | dict) -> list[RecordError]:
     """All contract violations of `record` as `kind` (empty when valid)."""
     rid = record.get("id") if isinstance(record, dict) else None
     return [RecordError(e.message, record_id=rid if isinstance(rid, str) else None, field=field_path(e.absolute_path))
             for e in _validator(kind).iter_errors(record)]
 
 
-def validate(record: object, kind: str) -> dict:
-    """Return `record` if it is a valid `kind`, else raise the most relevant RecordError."""
+def validate(record: object, kind: str | dict) -> dict:
+    """Return `record` if it is a valid `kind` (a record kind or a JSON schema), else raise the most
+    relevant RecordError."""
     validator = _validator(kind)
     error = best_match(validator.iter_errors(record))
     if error is None:

@@ -77,6 +77,7 @@ class StageOptions:
     resume: bool = False
     progress: bool | None = None  # None: show a bar only when stderr is a terminal
     fail_fast: bool = False
+    debug: bool = False  # tracebacks of internal errors (else one line for the first)
 
 
 @dataclass
@@ -123,7 +124,7 @@ def _truncate_partial_last_line(path: str) -> None:
 
 
 class Stage:
-    def __init__(self, command: str, options: StageOptions, *, in_kind: str | None = None,
+    def __init__(self, command: str, options: StageOptions, *, in_kind: str | dict | None = None,
                  out_kind: str | None = None, model: str | None = None, seed: int | None = None,
                  total: int | None = None, derive_ids: bool = False):
         self.command = command
@@ -144,6 +145,7 @@ class Stage:
         self._bar: tqdm | None = None
         self._started = 0.0
         self._first_error_shown = False
+        self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Stage:
@@ -221,6 +223,7 @@ class Stage:
                 self.counts.skipped_resume += 1
                 self._advance()
                 continue
+            self._sources[id(record)] = f"{source}:{lineno}"
             yield record
 
     # -- output ----------------------------------------------------------------------------
@@ -232,6 +235,8 @@ class Stage:
             if source is not None:
                 self.reject(source, "no output: the stage produced nothing for this record")
             return
+        if source is not None:
+            self._sources.pop(id(source), None)
         lines = []
         for record in outputs:
             self._stamp(record, source)
@@ -252,7 +257,11 @@ class Stage:
 
     def reject(self, record: dict, reason: str) -> None:
         """Drop `record` with a reason: it goes to --rejects and is counted."""
-        self._write_reject({"id": record.get("id"), "reason": reason, "stage": self.command, "record": record})
+        entry = {"id": record.get("id"), "reason": reason, "stage": self.command}
+        where = self._sources.pop(id(record), None)
+        if where is not None:
+            entry["source"] = where
+        self._write_reject({**entry, "record": record})
         self._advance()
 
     def _write_reject(self, entry: dict) -> None:
@@ -282,11 +291,13 @@ class Stage:
         if self.options.fail_fast:
             raise exc
         self.counts.errors += 1
-        if not self._first_error_shown:
+        if self.options.debug:
+            print(f"{self.command}: error on record {record.get('id')!r}:", file=sys.stderr)
+            traceback.print_exception(exc, file=sys.stderr)
+        elif not self._first_error_shown:
             self._first_error_shown = True
-            print(f"{self.command}: error on record {record.get('id')!r} (rejected; --fail-fast to stop):",
-                  file=sys.stderr)
-            traceback.print_exception(exc, file=sys.stderr, limit=-4)
+            print(f"{self.command}: error on record {record.get('id')!r}: {type(exc).__name__}: {exc} "
+                  "(rejected; --debug for tracebacks, --fail-fast to stop)", file=sys.stderr)
         self.reject(record, f"error: {type(exc).__name__}: {exc}")
 
     def run(self, fn: Callable[[dict], dict | list[dict] | None]) -> Counts:

@@ -1,37 +1,25 @@
 """Trainer configs: one documented dataclass per trainer, paper defaults, YAML + CLI overrides.
 
-Precedence: dataclass defaults < YAML file (`--config`) < command-line flags. Every field is a
-flag of its command (`learning_rate` -> `--learning-rate`; booleans `--abf/--no-abf`), and its
-help text is the field's `help` metadata, so `astra-grpo train --help` documents every knob.
-
-A bad config fails before any model loads, naming the field (`ConfigError`).
+The mechanism is astra-core's (`astra_core.config`), shared by every command of the toolkit:
+precedence dataclass defaults < YAML file (`--config`) < command-line flags; every field is a flag
+(`learning_rate` -> `--learning-rate`; booleans `--abf/--no-abf`) documented by its `help`, so
+`astra-grpo train --help` lists every knob. A bad config fails before any model loads, naming the
+field (`ConfigError`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-import click
-import yaml
+from astra_core.config import ConfigError, check, knob, load_config, pop_values, save_config, to_dict
+from astra_core.config import config_options as core_config_options
+
+__all__ = ["ConfigError", "GRPOConfig", "SFTConfig", "TrainConfig", "config_options", "knob", "load_config",
+           "pop_overrides", "save_config", "to_dict"]
 
 # Attention kernels the Ulysses context-parallel attention can wrap (context_parallel/attention.py).
 CP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4")
-
-
-class ConfigError(ValueError):
-    """A config that cannot be trained with; names the field."""
-
-
-def knob(default: Any, help: str, **kwargs: Any) -> Any:  # noqa: A002 - mirrors click's name
-    """A config field with its documentation."""
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kwargs)
-    return field(default=default, metadata={"help": help}, **kwargs)
 
 
 @dataclass
@@ -240,125 +228,14 @@ class GRPOConfig(TrainConfig):
 
 
 def _check(ok: bool, name: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"config field {name}: {message}")
-
-
-# -- loading --------------------------------------------------------------------------------------
-
-def _field_types(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
-
-
-def _base_type(hint: Any) -> Any:
-    """`int | None` -> int; list[str] stays list[str]."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return args[0]
-    return hint
-
-
-def _coerce(name: str, hint: Any, value: Any) -> Any:
-    if value is None:
-        if isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint):
-            return None
-        raise ConfigError(f"config field {name}: may not be null")
-    base = _base_type(hint)
-    if base is dict or typing.get_origin(base) is dict:
-        if isinstance(value, str):
-            try:
-                value = yaml.safe_load(value)
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"config field {name}: not a JSON/YAML mapping: {exc}") from exc
-        if not isinstance(value, dict):
-            raise ConfigError(f"config field {name}: expected a mapping, got {value!r}")
-        return value
-    if typing.get_origin(base) is list:
-        if isinstance(value, str):
-            value = [v for v in (s.strip() for s in value.split(",")) if v]
-        if not isinstance(value, list):
-            raise ConfigError(f"config field {name}: expected a list, got {value!r}")
-        return [str(v) for v in value]
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"config field {name}: expected true or false, got {value!r}")
-    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if base is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if base is str and isinstance(value, str):
-        return value
-    if isinstance(value, str) and base in (int, float):
-        try:
-            return base(value)
-        except ValueError:
-            pass
-    raise ConfigError(f"config field {name}: expected {getattr(base, '__name__', base)}, got {value!r}")
-
-
-def load_config[C: TrainConfig](cls: type[C], path: str | Path | None = None,
-                                overrides: dict[str, Any] | None = None) -> C:
-    """Defaults, then the YAML file, then `overrides` (None values are ignored); validated."""
-    values: dict[str, Any] = {}
-    hints = _field_types(cls)
-    if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: a config file is a mapping of field: value")
-        for key, value in loaded.items():
-            if key not in hints:
-                raise ConfigError(f"{path}: unknown config field {key!r} for {cls.__name__}")
-            values[key] = _coerce(key, hints[key], value)
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        if key not in hints:
-            raise ConfigError(f"unknown config field {key!r} for {cls.__name__}")
-        values[key] = _coerce(key, hints[key], value)
-    config = cls(**values)
-    config.validate()
-    return config
-
-
-def to_dict(config: TrainConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
-
-
-def save_config(config: TrainConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    check(ok, name, message)
 
 
 def config_options(cls: type[TrainConfig], only: tuple[str, ...] | None = None):
-    """Click options for the fields of `cls` (all, or `only` these); default None: an unset flag does not
-    override the YAML."""
-    hints = _field_types(cls)
-
-    def decorate(f):
-        for spec in reversed(dataclasses.fields(cls)):
-            if only is not None and spec.name not in only:
-                continue
-            hint = _base_type(hints[spec.name])
-            flag = spec.name.replace("_", "-")
-            default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
-            help_text = f"{spec.metadata.get('help', '')} [default: {default}]"
-            if hint is bool:
-                option = click.option(f"--{flag}/--no-{flag}", spec.name, default=None, help=help_text)
-            elif typing.get_origin(hint) is list:
-                option = click.option(f"--{flag}", spec.name, default=None, help=help_text + " (comma-separated)")
-            elif hint is dict or typing.get_origin(hint) is dict:
-                option = click.option(f"--{flag}", spec.name, type=str, default=None, help=help_text)
-            else:
-                option = click.option(f"--{flag}", spec.name, type=hint, default=None, help=help_text)
-            f = option(f)
-        return f
-
-    return decorate
+    """Click options for the fields of a trainer config (see astra_core.config)."""
+    return core_config_options(cls, only)
 
 
 def pop_overrides(cls: type[TrainConfig], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The config fields among a command's kwargs (removed from kwargs)."""
-    return {f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs}
+    return pop_values(cls, kwargs)

@@ -1,0 +1,202 @@
+"""Configs of every command: one documented dataclass, YAML files and command-line flags.
+
+    @dataclass
+    class JudgeConfig:
+        min_score: float | None = knob(None, "Reject records scored below this.")
+        rubric: str = knob("default", "Which rubric.", choices=("default", "strict"))
+
+A field is a flag of its command (`min_score` -> `--min-score`; a bool `--x/--no-x`; a list takes
+comma-separated values; a mapping JSON or YAML), its help text is the field's `help`. Precedence:
+dataclass defaults < `--config FILE` (YAML) < flags. A bad value fails before any work starts,
+naming the field (`ConfigError`). A config class may define `validate()` for checks across fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; names the field (and the file it came from)."""
+
+
+def knob(default: Any, help: str, *, choices: Iterable[str] | None = None, flag: str | None = None,  # noqa: A002
+         **kwargs: Any) -> Any:
+    """A config field with its documentation (and, optionally, its allowed values or its own flag name)."""
+    metadata = {"help": help}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    if flag is not None:
+        metadata["flag"] = flag
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata, **kwargs)
+    return field(default=default, metadata=metadata, **kwargs)
+
+
+def check(ok: bool, name: str, message: str) -> None:
+    """Raise a ConfigError naming the field unless `ok` (for `validate()` methods)."""
+    if not ok:
+        raise ConfigError(f"config field {name}: {message}")
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+def field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _base_type(hint: Any) -> Any:
+    """`int | None` -> int; list[str] stays list[str]."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0]
+    return hint
+
+
+def _nullable(hint: Any) -> bool:
+    return (isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union) \
+        and type(None) in typing.get_args(hint)
+
+
+def coerce(name: str, hint: Any, value: Any) -> Any:
+    """`value` (from YAML or a flag) as the field's type, or a ConfigError naming the field."""
+    if value is None:
+        if _nullable(hint):
+            return None
+        raise ConfigError(f"config field {name}: may not be null")
+    base = _base_type(hint)
+    if base is dict or typing.get_origin(base) is dict:
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config field {name}: not a JSON/YAML mapping: {exc}") from exc
+        if not isinstance(value, dict):
+            raise ConfigError(f"config field {name}: expected a mapping, got {value!r}")
+        return value
+    if typing.get_origin(base) is list:
+        if isinstance(value, str):
+            value = [v for v in (s.strip() for s in value.split(",")) if v]
+        if not isinstance(value, list):
+            raise ConfigError(f"config field {name}: expected a list, got {value!r}")
+        return [str(v) for v in value]
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"config field {name}: expected true or false, got {value!r}")
+    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if base is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if base is str and isinstance(value, str):
+        return value
+    if isinstance(value, str) and base in (int, float):
+        try:
+            return base(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"config field {name}: expected {getattr(base, '__name__', base)}, got {value!r}")
+
+
+def read_yaml(path: str | Path, cls: type) -> dict[str, Any]:
+    """The fields a YAML config file sets, typed; unknown fields are errors naming the file."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: a config file is a mapping of field: value")
+    hints = field_types(cls)
+    values = {}
+    for key, value in loaded.items():
+        if key not in hints:
+            raise ConfigError(f"{path}: unknown config field {key!r} for {cls.__name__}")
+        try:
+            values[key] = coerce(key, hints[key], value)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    return values
+
+
+def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> C:
+    """Defaults, then the YAML file, then `overrides` (None values are ignored); checked."""
+    hints = field_types(cls)
+    values = read_yaml(path, cls) if path is not None else {}
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in hints:
+            raise ConfigError(f"unknown config field {key!r} for {cls.__name__}")
+        values[key] = coerce(key, hints[key], value)
+    config = cls(**values)
+    for spec in dataclasses.fields(cls):
+        allowed = spec.metadata.get("choices")
+        if allowed and getattr(config, spec.name) is not None and getattr(config, spec.name) not in allowed:
+            raise ConfigError(f"config field {spec.name}: must be one of {' | '.join(allowed)}, "
+                              f"got {getattr(config, spec.name)!r}")
+    if hasattr(config, "validate"):
+        config.validate()
+    return config
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def save_config(config: Any, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+# -- flags ----------------------------------------------------------------------------------------
+
+def flag_name(spec: dataclasses.Field) -> str:
+    return spec.metadata.get("flag") or spec.name.replace("_", "-")
+
+
+def config_options(cls: type, only: Iterable[str] | None = None, exclude: Iterable[str] = ()) -> Callable:
+    """Click options for the fields of `cls` (all, `only` these, or all but `exclude`). An unset flag is
+    None, so it does not override the YAML file."""
+    hints = field_types(cls)
+    only, exclude = (set(only) if only is not None else None), set(exclude)
+
+    def decorate(f: Callable) -> Callable:
+        for spec in reversed(dataclasses.fields(cls)):
+            if (only is not None and spec.name not in only) or spec.name in exclude:
+                continue
+            f = _option(spec, _base_type(hints[spec.name]))(f)
+        return f
+
+    return decorate
+
+
+def _option(spec: dataclasses.Field, hint: Any) -> Callable:
+    flag = flag_name(spec)
+    default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+    help_text = f"{spec.metadata.get('help', '')} [default: {default}]"
+    if hint is bool:
+        return click.option(f"--{flag}/--no-{flag}", spec.name, default=None, help=help_text)
+    if typing.get_origin(hint) is list:
+        return click.option(f"--{flag}", spec.name, default=None, help=help_text + " (comma-separated)")
+    if hint is dict or typing.get_origin(hint) is dict:
+        return click.option(f"--{flag}", spec.name, type=str, default=None, help=help_text + " (JSON or YAML)")
+    if spec.metadata.get("choices"):
+        return click.option(f"--{flag}", spec.name, type=click.Choice(spec.metadata["choices"]), default=None,
+                            help=help_text)
+    return click.option(f"--{flag}", spec.name, type=hint, default=None, help=help_text)
+
+
+def pop_values(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The config fields among a command's kwargs (removed from kwargs)."""
+    return {f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs}
