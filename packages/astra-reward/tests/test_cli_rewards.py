@@ -98,8 +98,32 @@ def test_state_takes_the_expected_state_from_the_sample(tmp_path):
     (rejected,) = read(rejects)
     assert rejected["id"] == "r1" and rejected["record"]["reward_components"]["diff"][0]["path"] == "done"
 
-    result, records = run("state", "--rejects", rejects, input=json.dumps({"id": "z", "expected_state": {}}) + "\n")
-    assert records == [] and "no final_state" in read(rejects)[0]["reason"]
+    no_state = json.dumps({"id": "z", "expected_state": {}}) + "\n"
+    result, records = run("state", "--rejects", rejects, input=no_state)
+    assert result.exit_code == 1 and records == [] and "<stdin>:1" in result.output and "final_state" in result.output
+    result, records = run("state", "--skip-bad", "--rejects", rejects, input=no_state)
+    assert result.exit_code == 0 and records == []
+    assert "final_state" in read(rejects)[0]["reason"] and read(rejects)[0]["source"] == "<stdin>:1"
+
+
+@pytest.mark.parametrize(("command", "record", "field"), [
+    ("state", {"id": "s", "final_state": {"a": 1}, "expected_state": {"a": 2}, "ignore_fields": "a"}, "ignore_fields"),
+    ("f1", {"id": "f", "messages": [], "job": "oops"}, "job"),
+    ("f1", {"id": "f", "messages": [], "job": [{"question": "q", "answer": "a", "needs_tool": "false"}]},
+     "needs_tool"),
+    ("f1", {"id": "f", "messages": "hello", "job": []}, "messages"),
+    ("f1", {"id": "f", "messages": [], "job": [{"question": "q", "answer": "a"}], "malformed_calls": "2"},
+     "malformed_calls"),
+])
+def test_a_wrong_typed_field_is_rejected_naming_line_and_field_never_scored(command, record, field, tmp_path):
+    """A string where a list or a boolean belongs once scored 1.0 or 0 without a word (or a traceback)."""
+    rejects = tmp_path / "rejects.jsonl"
+    result, records = run(command, "--skip-bad", "--rejects", rejects, input=json.dumps(record) + "\n")
+    assert result.exit_code == 0 and records == []
+    [reject] = read(rejects)
+    assert field in reject["reason"] and reject["source"] == "<stdin>:1"
+    result, _ = run(command, input=json.dumps(record) + "\n")
+    assert result.exit_code == 1 and field in result.output and "Traceback" not in result.output
 
 
 def test_console_script_runs_a_pipeline():

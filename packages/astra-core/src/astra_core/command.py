@@ -134,6 +134,7 @@ def _run(fn, title, options, spec, settings, llm_config, uses, parameters, deriv
                 if llm_config is not None:
                     try:
                         bound["llm"] = await clients.enter_async_context(LLMClient(llm_config))
+                        stage.provenance(model=await bound["llm"].model(), seed=llm_config.seed)
                     except LLMError as exc:
                         raise StageError(str(exc)) from exc
                 width = concurrency or (llm_config.concurrency if llm_config else 8)
@@ -143,6 +144,20 @@ def _run(fn, title, options, spec, settings, llm_config, uses, parameters, deriv
 
         asyncio.run(go())
         return stage
+
+
+def side_records(field: str, kind: str) -> Opener:
+    """A resource: the records of the JSONL file a config field names, by id ({} when the field is unset);
+    e.g. `uses={"samples": side_records("samples", "rl_sample")}` for a `--samples FILE` join."""
+
+    @contextlib.contextmanager
+    def open_records(config: Any):
+        from astra_core.jsonl import read_jsonl
+
+        path = getattr(config, field)
+        yield {record["id"]: record for record in read_jsonl(path, kind=kind)} if path else {}
+
+    return open_records
 
 
 def command_path(ctx: click.Context) -> str:

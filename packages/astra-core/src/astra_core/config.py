@@ -85,6 +85,8 @@ def coerce(name: str, hint: Any, value: Any) -> Any:
             raise ConfigError(f"config field {name}: expected a mapping, got {value!r}")
         return value
     if typing.get_origin(base) is list:
+        if isinstance(value, tuple):  # a repeatable flag: each value may hold several, comma-separated
+            value = ",".join(value)
         if isinstance(value, str):
             value = [v for v in (s.strip() for s in value.split(",")) if v]
         if not isinstance(value, list):
@@ -188,7 +190,8 @@ def _option(spec: dataclasses.Field, hint: Any) -> Callable:
     if hint is bool:
         return click.option(f"--{flag}/--no-{flag}", spec.name, default=None, help=help_text)
     if typing.get_origin(hint) is list:
-        return click.option(f"--{flag}", spec.name, default=None, help=help_text + " (comma-separated)")
+        return click.option(f"--{flag}", spec.name, multiple=True, default=None,
+                            help=help_text + " (repeatable, or comma-separated)")
     if hint is dict or typing.get_origin(hint) is dict:
         return click.option(f"--{flag}", spec.name, type=str, default=None, help=help_text + " (JSON or YAML)")
     if spec.metadata.get("choices"):
@@ -198,5 +201,6 @@ def _option(spec: dataclasses.Field, hint: Any) -> Callable:
 
 
 def pop_values(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The config fields among a command's kwargs (removed from kwargs)."""
-    return {f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs}
+    """The config fields among a command's kwargs (removed from kwargs); an unused repeatable flag is None."""
+    values = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs}
+    return {name: (None if value == () else value) for name, value in values.items()}

@@ -147,6 +147,10 @@ class Stage:
         self._first_error_shown = False
         self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
 
+    def provenance(self, *, model: str | None = None, seed: int | None = None) -> None:
+        """The model (and seed) the output records' provenance step names, once known."""
+        self._step = provenance_step(self.command, model=model, seed=seed)
+
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Stage:
         opts = self.options

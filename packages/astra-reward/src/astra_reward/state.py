@@ -36,6 +36,10 @@ class StateResult:
     def match(self) -> bool:
         return not self.diff
 
+    def components(self) -> dict:
+        """For a record's `reward_components` (the diff itself is added by the caller, maybe cut)."""
+        return {"kind": "state", "match": self.match, "differences": len(self.diff)}
+
 
 def _compile(patterns: Iterable[str]) -> list[list[str]]:
     return [pattern.split(".") for pattern in patterns if pattern]
