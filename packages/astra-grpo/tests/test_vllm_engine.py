@@ -242,3 +242,20 @@ def test_grpo_paper_yaml_states_the_rope_scaling_its_lengths_need(tmp_path):
     preflight.check_memory(utilization=config.vllm_gpu_memory_utilization, total=80 * GIB, free=55 * GIB,
                            weights=int(29.5 * GIB), kv_per_token=preflight.kv_bytes_per_token(QWEN3_14B),
                            max_model_len=length)  # fits an 80 GB card beside ~25 GB of sharded trainer
+
+
+@pytest.mark.slow
+def test_zero3_push_gathers_one_parameter_at_a_time(tmp_path):
+    """2 CPU processes under DeepSpeed ZeRO-3: every parameter reaches vLLM whole, while no other parameter is
+    gathered, and all are partitioned again afterwards. Slow: DeepSpeed compiles an op on first use."""
+    from test_data_parallel import launch_worker
+
+    launch_worker("cpu_2proc_zero3.yaml", str(tmp_path), worker="vllm_zero3_worker.py")
+    for rank in (0, 1):
+        result = torch.load(tmp_path / f"rank{rank}.pt")
+        assert result["processes"] == 2 and result["env"] == {"RANK": str(rank), "WORLD_SIZE": "2"}
+        assert [load["name"] for load in result["loads"]] == list(result["full"])
+        for load in result["loads"]:
+            torch.testing.assert_close(load["tensor"], result["full"][load["name"]])
+            assert load["gathered"] == 1  # only the parameter being loaded
+        assert result["partitioned_after"]

@@ -43,7 +43,7 @@ from astra_grpo.checkpoint import (
 from astra_grpo.config import ConfigError, GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
-from astra_grpo.engines import Sampling
+from astra_grpo.engines import Sampling, correction
 from astra_grpo.logprobs import collate, pad_token_values, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, group_advantages, objective_share, policy_terms
 from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
@@ -289,6 +289,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
     sums = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0, "entropy": 0.0,
             "tokens": 0.0, "update_tokens": 0.0}
+    if correction.enabled(config):
+        sums.update(dict.fromkeys(correction.SUM_KEYS, 0.0))
     grad_norm = None
     for _ in range(config.num_iterations):
         for mini in minis:
@@ -312,7 +314,13 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                                          kl_coef=config.kl_coef, entropies=entropies,
                                          entropy_coef=config.entropy_coef)
                     mask = inputs["loss_mask"]
-                    share = objective_share(terms.loss, mask, config.loss_average, totals["tokens"], sequences)
+                    loss = terms.loss
+                    if correction.enabled(config):  # truncated IS for the vLLM/trainer mismatch
+                        weights, mismatch = correction.micro_batch([episodes[i] for i in micro], old_logprobs, mask,
+                                                                   config.vllm_importance_sampling_cap)
+                        loss = correction.weighted_loss(loss, weights)
+                        sums.update({k: sums[k] + v for k, v in mismatch.items()})
+                    share = objective_share(loss, mask, config.loss_average, totals["tokens"], sequences)
                     accelerator.backward(share * scale)
                     if accelerator.sync_gradients:
                         grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)
@@ -338,6 +346,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
            "advantage_abs_mean": sum(abs(a) for a in advantages) / len(advantages)}
     if ref is not None:
         out["kl"] = total["kl"] / tokens
+    if correction.enabled(config):
+        out.update(correction.step_metrics(total))
     if config.entropy_coef > 0:
         out["entropy"] = total["entropy"] / tokens
     return out

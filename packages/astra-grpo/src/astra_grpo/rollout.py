@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from astra_grpo.chat import ChatRenderer, Reply, TemplateError
-from astra_grpo.engines import Engine, Generation, Sampling
+from astra_grpo.engines import Engine, Generation, Sampling, correction
 
 
 @dataclass
@@ -69,6 +69,7 @@ class Episode:
     user_turns: int = 0               # user-simulator replies (interactive samples)
     user_stop: str | None = None      # the stop token the user simulator ended with
     error: str | None = None          # why the episode ended with finish_reason "error"
+    sampler_logprobs: list[float] | None = None  # the engine's log-prob of each token it generated (NaN elsewhere)
     session: Any = None               # the environment session while the episode runs
 
     @property
@@ -176,6 +177,7 @@ class EpisodeRunner:
     def _take_generation(self, episode: Episode, generation: Generation) -> Reply | None:
         """Append the turn; None when the episode ends without acting on it."""
         ids = generation.token_ids
+        correction.record(episode, generation.logprobs, len(episode.token_ids))
         episode.token_ids += ids
         episode.loss_mask += [1] * len(ids)
         episode.turns += 1

@@ -24,6 +24,23 @@ import torch
 UNSAMPLED = math.nan  # the sampler log-prob of a token the policy did not generate
 
 
+def enabled(config) -> bool:
+    """The correction is on for the vLLM engine (GRPOConfig.vllm_importance_sampling); the transformers engine
+    samples with the trainer's own model, where there is no mismatch to correct."""
+    return config.engine == "vllm" and config.vllm_importance_sampling
+
+
+def record(episode, generated: Sequence[float] | None, start: int) -> None:
+    """Keep the sampler's log-probs of a turn whose tokens start at position `start` of the episode, in
+    `episode.sampler_logprobs` (aligned with its tokens; NaN on the tokens before that no turn generated)."""
+    if generated is None:
+        return
+    aligned = episode.sampler_logprobs if episode.sampler_logprobs is not None else []
+    aligned.extend([UNSAMPLED] * (start - len(aligned)))
+    aligned.extend(generated)
+    episode.sampler_logprobs = aligned
+
+
 def extend(sampler_logprobs: list[float], generated: Sequence[float] | None, count: int) -> None:
     """Append one turn's sampler log-probs (NaN for each of `count` tokens when the engine gave none)."""
     sampler_logprobs.extend(generated if generated is not None else [UNSAMPLED] * count)
@@ -65,3 +82,25 @@ def mismatch_sums(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, ma
     ratio = torch.exp(log_ratio)
     return {"is/tokens": float(known.sum()), "is/weight": float(ratio.clamp(max=cap).sum()),
             "is/capped": float((ratio > cap).sum()), "is/k3_kl": float((ratio - log_ratio - 1).sum())}
+
+
+SUM_KEYS = ("is/tokens", "is/weight", "is/capped", "is/k3_kl")
+
+
+def micro_batch(episodes: Sequence, old_logprobs: torch.Tensor, mask: torch.Tensor,
+                cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """The importance weights of a micro-batch ([B, T]) and its mismatch sums. An episode without sampler
+    log-probs (an engine that reports none) is weighted 1: its sampler counts as the trainer."""
+    width = old_logprobs.shape[1]
+    sampler = pad([getattr(e, "sampler_logprobs", None) or [] for e in episodes], width).to(old_logprobs.device)
+    for row, episode in enumerate(episodes):
+        if getattr(episode, "sampler_logprobs", None) is None:
+            sampler[row] = old_logprobs[row].detach().float()
+    return truncated_is_weights(old_logprobs, sampler, mask, cap), mismatch_sums(old_logprobs, sampler, mask, cap)
+
+
+def step_metrics(total: dict[str, float]) -> dict[str, float]:
+    """Step metrics from the global sums: mean weight, capped fraction, KL(sampler || trainer) per token."""
+    tokens = max(total["is/tokens"], 1.0)
+    return {"is/weight_mean": total["is/weight"] / tokens, "is/capped_fraction": total["is/capped"] / tokens,
+            "is/k3_kl": total["is/k3_kl"] / tokens}

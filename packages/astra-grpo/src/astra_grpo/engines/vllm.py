@@ -26,6 +26,7 @@ import contextlib
 import os
 import socket
 import sys
+import time
 
 from astra_grpo.engines import Generation, Sampling, cut
 from astra_grpo.engines import vllm_preflight as preflight
@@ -89,7 +90,7 @@ class VLLMEngine:
 
     def __init__(self, model_path: str, stop_ids: list[int], *, max_model_len: int,
                  gpu_memory_utilization: float = 0.3, seed: int = 0, sleep_between_rollouts: bool = True,
-                 logprobs: bool = True, placement: tuple[int, int, int] | None = None, check_card: bool = True):
+                 logprobs: bool = True, placement: tuple[int, int, int] | None = None, check_card: bool | None = None):
         vllm = _import_vllm()
         self._vllm = vllm
         self.stop_ids = list(stop_ids)
@@ -98,7 +99,8 @@ class VLLMEngine:
         rank, local_rank, world = placement or process_placement()
         launcher_env(rank, local_rank, world)
         preflight.check_context(model_path, max_model_len)
-        if check_card:
+        self.rank = rank
+        if check_card if check_card is not None else _has_cuda():
             preflight.check_card(model_path, max_model_len, gpu_memory_utilization, local_rank)
         self.llm = vllm.LLM(model=model_path, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                             seed=seed + rank,  # each process samples its own episodes
@@ -138,11 +140,16 @@ class VLLMEngine:
         # vLLM's own model object (unwrapped from its CUDA-graph wrappers), in this process: external_launcher
         # runs the one worker in-process, so nothing is serialised
         [runner_model] = self.llm.apply_model(_the_model)
+        started, count, size = time.perf_counter(), 0, 0
         for name, param in model.named_parameters():
             with gathered(param):
                 runner_model.load_weights([(name, param.data)])
+                count, size = count + 1, size + param.data.numel() * param.data.element_size()
         self.weights_discarded = False
         self.llm.reset_prefix_cache()
+        if self.rank == 0:
+            print(f"astra-grpo: vLLM weights pushed: {count} parameters, {size / 2**30:.2f} GiB, one gathered at a "
+                  f"time, in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
     # -- memory ---------------------------------------------------------------------------------------
     def sleep(self) -> None:
@@ -168,6 +175,12 @@ class VLLMEngine:
             if tag in self.asleep:
                 self.llm.wake_up(tags=[tag])
                 self.asleep.discard(tag)
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _the_model(model):
