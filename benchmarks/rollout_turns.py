@@ -46,8 +46,9 @@ def play_one_at_a_time(model, prompts, observation_ids, turns, new_tokens, pad_i
     import torch
     from transformers import GenerationConfig
 
-    config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                              pad_token_id=pad_id, eos_token_id=None)
+    # No stop token, as for the engines: the model's own EOS must neither stop nor be suppressed.
+    model.generation_config.eos_token_id = None
+    config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, pad_token_id=pad_id, eos_token_id=None)
     generated = []
     for prompt in prompts:
         sequence, turns_out = list(prompt), []
@@ -55,6 +56,7 @@ def play_one_at_a_time(model, prompts, observation_ids, turns, new_tokens, pad_i
             with torch.no_grad():
                 output = model.generate(input_ids=torch.tensor([sequence]), generation_config=config)
             new = output[0, len(sequence):].tolist()
+            assert len(new) == new_tokens, "plain generate stopped early"
             turns_out.append(new)
             sequence += new + (observation_ids if turn < turns - 1 else [])
         generated.append(turns_out)

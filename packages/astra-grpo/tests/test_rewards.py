@@ -52,4 +52,4 @@ def test_state_reward_checks_the_final_environment_state(sandbox):
         assert score_episode(sample, [], 0, final_state=session.state())[0] == 0.0
         session.call("count_visits", {})
         reward, parts = score_episode(sample, [], 0, final_state=session.state())
-    assert reward == 1.0 and parts["state_diff"] == 0
+    assert reward == 1.0 and parts["differences"] == 0 and parts["kind"] == "state"

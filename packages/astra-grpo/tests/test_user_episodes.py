@@ -49,7 +49,7 @@ def test_an_episode_that_never_orders_gets_no_reward(recorded_llm, sandbox):
                            user_simulator=UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)))
     [group] = runner.play([interactive_sample()], group_size=1)
     assert group.episodes[0].finish_reason == "user_stop" and group.episodes[0].reward == 0.0
-    assert group.episodes[0].reward_components["state_diff"] > 0
+    assert group.episodes[0].reward_components["differences"] > 0
 
 
 def test_grpo_trains_a_step_with_a_user_simulator(recorded_llm, tiny_llama, tmp_path, fresh_accelerate_state):
