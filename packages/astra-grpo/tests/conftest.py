@@ -1,12 +1,7 @@
-import sys
 from pathlib import Path
 
+import grpo_support
 import pytest
-
-# Tests import their helper module (grpo_support) by name; importlib mode does not add this dir itself.
-sys.path.insert(0, str(Path(__file__).parent))
-
-import grpo_support  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -14,7 +14,7 @@ from astra_core.schema import errors, schema
 from astra_core.stage import Rejected, Stage
 
 
-@click.group()
+@click.group("astra-core")
 @click.version_option(package_name="astra-core")
 def main() -> None:
     """Shared pieces of the ASTRA toolkit: the JSONL contract and the embedded local model."""
@@ -65,6 +65,14 @@ def validate(kind: str, **kwargs) -> None:
 def print_schema(kind: str) -> None:
     """Print the JSON Schema of a record kind."""
     click.echo(json.dumps(schema(kind), indent=2, ensure_ascii=False))
+
+
+@main.command("cli-doc")
+def cli_doc() -> None:
+    """Print docs/cli.md (generated from every installed astra-* command)."""
+    from astra_core.cli_doc import render
+
+    click.echo(render(), nl=False)
 
 
 @main.command("formats-doc")

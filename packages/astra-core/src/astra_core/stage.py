@@ -96,6 +96,17 @@ def _reason_key(reason: str) -> str:
     return reason.split(":", 1)[0][:80]
 
 
+def _check_unique(record: dict, source: str, lineno: int, raw: bytes, first_seen: dict[str, str]) -> None:
+    """Records are known by their id (--shard, --resume, parent links): an id seen twice is bad input."""
+    record_id = record.get("id")
+    if not isinstance(record_id, str):
+        return
+    where = first_seen.setdefault(record_id, f"{source}:{lineno}")
+    if where != f"{source}:{lineno}":
+        raise MalformedLine(f"duplicate id {record_id!r} (first at {where})", source=source, lineno=lineno, text=raw,
+                            record_id=record_id, field="id")
+
+
 def _done_ids(paths: list[str]) -> set[str]:
     """Ids already handled by an earlier run: output ids, their parents, and rejected ids."""
     done: set[str] = set()
@@ -205,10 +216,12 @@ class Stage:
     # -- input -----------------------------------------------------------------------------
     def inputs(self) -> Iterator[dict]:
         """Input records to process: parsed, validated, and filtered by --shard and --resume."""
+        first_seen: dict[str, str] = {}  # id -> file:line where it first appeared
         for source, lineno, raw in iter_raw_lines(self.options.inputs):
             self.counts.read += 1
             try:
                 line = parse_line(source, lineno, raw, self.in_kind)
+                _check_unique(line.record, source, lineno, raw, first_seen)
             except MalformedLine as bad:
                 if not self.options.skip_bad:
                     raise

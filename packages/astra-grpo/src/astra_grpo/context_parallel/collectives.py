@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch.distributed import _functional_collectives as functional
+from torch.distributed.nn.functional import all_to_all_single
 
 
 def all_to_all(tensor: torch.Tensor, scatter_dim: int, gather_dim: int, group, size: int) -> torch.Tensor:
     """Split `scatter_dim` into `size` chunks, send chunk j to CP rank j, concatenate what arrives along
     `gather_dim` (in rank order)."""
     outgoing = torch.stack(tensor.chunk(size, dim=scatter_dim)).contiguous()
-    incoming = functional.all_to_all_single_autograd(outgoing, None, None, group)
-    incoming = functional.wait_tensor(incoming)
+    incoming = all_to_all_single(torch.empty_like(outgoing), outgoing, group=group)  # backward: the inverse
     return torch.cat(incoming.unbind(0), dim=gather_dim)
 
 

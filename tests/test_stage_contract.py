@@ -1,0 +1,68 @@
+"""Every stage command of every package, fed bad input the ways users feed it: invalid JSON, a line that is
+not an object, a wrong-typed field, a byte-order mark, CRLF, a 5 MB line, duplicate ids, a good line then
+bad ones; with and without --skip-bad. Always a one-line error naming the line, or a counted reject with
+its source: never a traceback, never a silent skip or a score. LLM stages talk to a recorded endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from astra_core.cli_doc import tools
+from astra_core.command import stage_specs
+from astra_core.formats_doc import example
+from click.testing import CliRunner
+
+STAGES = [(tool, path, spec) for tool, group in tools().items() for path, spec in stage_specs(group).items()]
+IDS = [f"{tool} {path}" for tool, path, _ in STAGES]
+
+BAD_LINES = [
+    b"{not json\n",                       # invalid JSON
+    b"[1, 2, 3]\n",                       # not an object
+    b'{"id": 5}\n',                       # a wrong-typed (or missing) field
+    b"{broken\r\n",                       # CRLF
+    b'"' + b"x" * (5 * 1024 * 1024) + b'\n',  # a 5 MB line that is not an object
+]
+
+
+@pytest.fixture(autouse=True)
+def _recorded_endpoint(recorded_llm, monkeypatch):
+    server = recorded_llm(replies=["{}"])
+    monkeypatch.setenv("ASTRA_LLM_BASE_URL", server.base_url)
+
+
+def invoke(tool: str, path: str, args: list[str], data: bytes):
+    return CliRunner().invoke(tools()[tool], [*path.split(), *args], input=data)
+
+
+def good_record(spec) -> bytes | None:
+    return json.dumps(example(spec.reads)).encode() + b"\n" if isinstance(spec.reads, str) else None
+
+
+@pytest.mark.parametrize(("tool", "path", "spec"), STAGES, ids=IDS)
+def test_a_bad_line_stops_the_stage_with_its_line_named(tool, path, spec, tmp_path):
+    for number, bad in enumerate(BAD_LINES[:4]):
+        data = (b"\xef\xbb\xbf" if number == 0 else b"") + bad
+        result = invoke(tool, path, [], data)
+        assert result.exit_code == 1, (bad[:40], result.output[-2000:])
+        message = result.output.strip().splitlines()
+        assert len(message) == 1 and "<stdin>:1" in message[0] and "Traceback" not in result.output, message
+
+
+@pytest.mark.parametrize(("tool", "path", "spec"), STAGES, ids=IDS)
+def test_with_skip_bad_every_bad_line_is_a_counted_reject_with_its_source(tool, path, spec, tmp_path):
+    good = good_record(spec)
+    lines = ([good] if good else []) + BAD_LINES + ([good] if good else [])  # a good line, bad ones, its duplicate
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_bytes(b"".join(lines))
+    rejects = tmp_path / "rejects.jsonl"
+    result = invoke(tool, path, [str(inputs), "--skip-bad", "--rejects", str(rejects)], b"")
+    assert result.exit_code in (0, 3), result.output[-2000:]
+    entries = [json.loads(line) for line in rejects.read_text().splitlines()]
+    bad_sources = {f"{inputs}:{n}" for n in range(1 + bool(good), 1 + bool(good) + len(BAD_LINES))}
+    assert bad_sources <= {e.get("source") for e in entries}
+    if good:
+        duplicate = f"{inputs}:{len(lines)}"
+        assert any(e.get("source") == duplicate and "duplicate id" in e["reason"] for e in entries)
+    assert "Traceback" not in result.output
+    assert f"rejected {len(entries)}" in result.output
