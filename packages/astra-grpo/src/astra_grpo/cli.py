@@ -10,6 +10,7 @@ Trainers run in one process as they are, or on many with accelerate:
 from __future__ import annotations
 
 import functools
+import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def _trainer_options(f):
     return f
 
 
-@click.group()
+@click.group("astra-grpo")
 @click.version_option(package_name="astra-grpo")
 def main() -> None:
     """SFT and multi-turn GRPO for tool-using agents (ASTRA, paper section 3)."""
@@ -106,9 +107,10 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     click.echo(f"astra-grpo train: weights in {final}", err=True)
 
 
-ROLLOUT_FIELDS = ("model", "seed", "chat_format", "engine", "max_turns", "max_prompt_length", "max_response_length",
+ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "engine", "max_turns", "max_prompt_length", "max_response_length",
                   "max_new_tokens", "temperature", "top_p", "top_k", "reward", "sandbox_pool_size", "sandbox_jail",
-                  "sandbox_call_timeout_s", "env_workers", "generation_batch_size")
+                  "sandbox_call_timeout_s", "env_workers", "generation_batch_size", "user_base_url", "user_model",
+                  "user_max_tokens", "max_user_turns")
 
 
 @main.command()
@@ -127,7 +129,9 @@ def rollout(config_file, group_size, batch, **kwargs) -> None:
     _quiet_transformers()
     from astra_grpo.play import play_stage
 
-    play_stage(config, options, group_size=group_size, batch=batch)
+    counts = play_stage(config, options, group_size=group_size, batch=batch)
+    if counts.errors:
+        sys.exit(3)  # some samples failed internally (rejected as `error: ...`)
 
 
 @main.command()

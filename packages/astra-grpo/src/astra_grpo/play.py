@@ -10,7 +10,7 @@ import statistics
 
 import torch
 from astra_core.schema import RecordError
-from astra_core.stage import Stage, StageOptions
+from astra_core.stage import Counts, Stage, StageOptions
 
 from astra_grpo.chat import chat_renderer
 from astra_grpo.config import GRPOConfig
@@ -24,7 +24,7 @@ COMMAND = "astra-grpo rollout"
 
 
 def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1, batch: int = 8, pool=None,
-               reward_fn=None) -> None:
+               reward_fn=None) -> Counts:
     torch.manual_seed(config.seed)
     model, tokenizer = load_policy(config)
     renderer = chat_renderer(tokenizer, config)
@@ -92,3 +92,4 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
                 "well-formed tool calls": f"{calls - malformed}/{calls}",
                 "re-tokenization mismatches": runner.retokenize_mismatches,
                 "episodes ended in an error": errors})
+    return stage.counts
