@@ -139,7 +139,8 @@ class BFCLModel:
     `reasoning_content`, so the history shows whether a harness sends reasoning back.
 
     The entry is the first one whose user turns begin like the request's (entries share first messages:
-    a base entry, its long-context twin, its miss_func variant with a turn more)."""
+    a base entry, its long-context twin, its miss_func variant with a turn more, whose held-out turn's
+    message each handler writes its own way)."""
 
     def __init__(self, entries: dict[str, dict], plan: dict[str, str]):
         self.plan = plan
@@ -147,17 +148,37 @@ class BFCLModel:
 
     def entry(self, messages: list[dict]) -> dict:
         said = [m["content"] for m in messages if m["role"] == "user"]
-        return next(e for e in self.entries if e["user_turns"][:len(said)] == said)
+        entry = next((e for e in self.entries if len(e["user_turns"]) >= len(said) and all(
+            expected is None or expected == got for expected, got in zip(e["user_turns"], said, strict=False))), None)
+        if entry is None:
+            raise LookupError(f"no entry's user turns begin with {said}")
+        return entry
 
     def __call__(self, body: dict) -> Reply:
-        messages = body["messages"]
+        if "prompt" in body:
+            return self.completion(body)
+        return self.chat(body["messages"], body["tools"])
+
+    def completion(self, body: dict) -> Reply:
+        """The same script for a handler that writes Qwen's prompt itself: the reply as Qwen's text."""
+        messages, tools = qwen_prompt_messages(body["prompt"])
+        outcome = self.chat(messages, tools)
+        if isinstance(outcome, Refuse):
+            return outcome
+        text = f"<think>\n{outcome['reasoning_content']}\n</think>\n\n"
+        for call in outcome.get("tool_calls") or []:
+            arguments = call["function"]["arguments"]
+            text += f'<tool_call>\n{{"name": "{call["function"]["name"]}", "arguments": {arguments}}}\n</tool_call>\n'
+        return {"text": text + (outcome.get("content") or "")}
+
+    def chat(self, messages: list[dict], tools: list[dict]) -> Reply:
         entry = self.entry(messages)
         turns, kind = entry["ground_truth"], self.plan[messages[0]["content"]]
         turn = sum(m["role"] == "user" for m in messages) - 1
         last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
         step = sum(m["role"] == "assistant" for m in messages[last_user:])
         thought = {"reasoning_content": f"turn {turn}, step {step}"}
-        calls = [call_parts(text, body["tools"]) for text in turns[turn]]
+        calls = [call_parts(text, tools) for text in turns[turn]]
         target = next((i for i, t in enumerate(turns) if t), None)
         if turn == target and kind != "none":
             if kind == "http400":
@@ -182,11 +203,29 @@ def call_parts(text: str, tools: list[dict]) -> tuple[str, dict]:
     import ast
 
     node = ast.parse(text, mode="eval").body
-    order = {t["function"]["name"]: list(t["function"]["parameters"]["properties"]) for t in tools}
+    functions = [t.get("function", t) for t in tools]  # OpenAI tools, or BFCL's raw function docs
+    order = {f["name"]: list(f["parameters"]["properties"]) for f in functions}
     names = order.get(node.func.id, []) + [f"arg{i}" for i in range(len(node.args))]
     arguments = {names[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
     arguments.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
     return node.func.id, arguments
+
+
+QWEN_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?=<\|im_end\|>|\Z)", re.DOTALL)
+
+
+def qwen_prompt_messages(prompt: str) -> tuple[list[dict], list[dict]]:
+    """(messages without the system one, tools) read back from a Qwen chat-format prompt."""
+    messages, tools = [], []
+    for role, content in QWEN_TURN.findall(prompt):
+        if role == "system":
+            block = content.split("<tools>\n", 1)[-1].split("\n</tools>", 1)[0]
+            tools = [json.loads(line) for line in block.splitlines() if line.strip()]
+        elif role == "user" and content.startswith("<tool_response>"):
+            messages.append({"role": "tool", "content": content})
+        elif content or role != "assistant":
+            messages.append({"role": role, "content": content})
+    return messages, tools
 
 
 # -- tau2: a scripted agent and a scripted user on one server -------------------------------------------

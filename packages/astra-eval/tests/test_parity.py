@@ -21,6 +21,8 @@ from scripted import KINDS, BFCLModel, ScriptedEndpoint, Tau2Model, bfcl_plan, t
 
 BFCL_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 BFCL_MODEL = "openbmb/MiniCPM-SALA-FC"  # a registry name bfcl-eval serves with its plain OpenAI FC handler
+QWEN_MODEL = "Qwen/Qwen3-8B-FC"  # bfcl-eval's Qwen FC handler (a local-model handler: completions endpoint)
+MODEL_CONFIG = {BFCL_MODEL: "openbmb/MiniCPM-SALA-FC", QWEN_MODEL: "Qwen/Qwen3-8B"}  # the names they request
 BFCL_ONLY = {"store"}  # request fields bfcl-eval's OpenAI handler sends and astra-eval does not (README)
 
 
@@ -28,17 +30,20 @@ def canonical(body: dict, ignore: set[str] = frozenset()) -> str:
     return json.dumps({k: v for k, v in body.items() if k not in ignore}, sort_keys=True)
 
 
-def bfcl_parity(tmp_path, limit: int) -> None:
+def bfcl_runs(tmp_path, limit: int, model: str, ours_args: list[str], their_env: dict):
+    """The scripted model through astra-eval (`ours_args`) and through `bfcl generate` + `bfcl evaluate` with
+    bfcl-eval's `model`: (entries, plan, our records by id, their verdicts by id, our requests, their requests)."""
     entries = helper("bfcl", "bfcl_items.py", str(limit), *BFCL_CATEGORIES)["entries"]
     plan = bfcl_plan(entries)
-    with ScriptedEndpoint(BFCLModel(entries, plan), models=(BFCL_MODEL,)) as server:
+    served = MODEL_CONFIG[model]
+    with ScriptedEndpoint(BFCLModel(entries, plan), models=(served,)) as server:
         out = tmp_path / "ours.jsonl"
-        cli("run", "bfcl", "--limit", str(limit), "--base-url", server.base_url, "--temperature", "0.001",
-            "--concurrency", "8", "-o", str(out))
+        cli("run", "bfcl", "--limit", str(limit), "--base-url", server.base_url, "--concurrency", "8", *ours_args,
+            "-o", str(out))
         ours_requests = server.take_requests()
-        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "scripted"}
+        env = {**os.environ, **{k: v.format(url=server.base_url) for k, v in their_env.items()}}
         done = subprocess.run([bench_python("bfcl"), str(HELPERS / "bfcl_official.py"), str(tmp_path / "bfcl"),
-                               BFCL_MODEL, json.dumps(sorted(entries))], capture_output=True, text=True, env=env,
+                               model, json.dumps(sorted(entries))], capture_output=True, text=True, env=env,
                               timeout=1200)
         assert done.returncode == 0, done.stderr[-3000:]
         theirs = json.loads(done.stdout.strip().splitlines()[-1])
@@ -47,13 +52,21 @@ def bfcl_parity(tmp_path, limit: int) -> None:
     ours = {r["item_id"]: r for r in records(out)}
     assert set(ours) == set(theirs) == set(entries)  # every entry scored, the erroring ones included
     assert {i: r["success"] for i, r in ours.items()} == theirs
-    kinds = collections.Counter(plan[entries[i]["first_message"]] for i in entries)
-    assert set(kinds) == set(KINDS)
+    assert 0 < sum(theirs.values()) < len(theirs)
     refused = [i for i in entries if plan[entries[i]["first_message"]] == "http400"]
-    assert refused and all(ours[i]["error"].startswith("endpoint: ") and not ours[i]["success"] for i in refused)
+    assert refused and all(ours[i]["error"] and not ours[i]["success"] for i in refused)
+    return entries, plan, ours, ours_requests, their_requests
+
+
+def bfcl_parity(tmp_path, limit: int) -> None:
+    entries, plan, ours, ours_requests, their_requests = bfcl_runs(
+        tmp_path, limit, BFCL_MODEL, ["--temperature", "0.001"],
+        {"OPENAI_BASE_URL": "{url}", "OPENAI_API_KEY": "scripted"})
+    assert set(plan[e["first_message"]] for e in entries.values()) == set(KINDS)
+    assert all(ours[i]["error"].startswith("endpoint: HTTP 400") for i in entries
+               if plan[entries[i]["first_message"]] == "http400")
     looped = [i for i in entries if plan[entries[i]["first_message"]] == "loop"]
     assert looped and all(ours[i]["details"]["force_quit"] for i in looped)
-    assert 0 < sum(theirs.values()) < len(theirs)
     # The same requests, reasoning_content sent back in the history and BFCL's `response` schema in the tools.
     assert collections.Counter(canonical(b, BFCL_ONLY) for _, b in ours_requests) == \
         collections.Counter(canonical(b, BFCL_ONLY) for _, b in their_requests)
@@ -69,6 +82,23 @@ def test_bfcl_verdicts_and_requests_equal_bfcl_evals_own_generate_and_evaluate(t
 @pytest.mark.slow
 def test_bfcl_parity_on_all_800_entries(tmp_path):
     bfcl_parity(tmp_path, limit=200)
+
+
+@pytest.mark.slow  # ~1.5 min, mostly two imports of bfcl-eval's model registry and transformers
+def test_bfcl_handler_route_plays_as_bfcl_generate_with_that_handler(tmp_path):
+    # The leaderboard's route for Qwen3: bfcl-eval's Qwen FC handler writes the prompt itself and queries a
+    # completions endpoint; astra-eval --handler drives that very handler. Same prompts, same verdicts.
+    from astra_core.local.model import default_model_dir
+
+    tokenizer = str(default_model_dir())  # any local tokenizer: the handler only counts prompt tokens with it
+    entries, plan, ours, ours_requests, their_requests = bfcl_runs(
+        tmp_path, 3, QWEN_MODEL, ["--handler", QWEN_MODEL, "--tokenizer", tokenizer],
+        {"REMOTE_OPENAI_BASE_URL": "{url}", "REMOTE_OPENAI_TOKENIZER_PATH": tokenizer})
+    assert all(path.endswith("/completions") and "prompt" in body for path, body in ours_requests)
+    assert collections.Counter(canonical(b) for _, b in ours_requests) == \
+        collections.Counter(canonical(b) for _, b in their_requests)
+    assert all(b["temperature"] == 0.001 and b["model"] == "Qwen/Qwen3-8B" for _, b in ours_requests)
+    assert all(r["details"]["handler"] == "QwenFCHandler" for r in ours.values() if not r["error"])
 
 
 # -- tau2 -----------------------------------------------------------------------------------------------
