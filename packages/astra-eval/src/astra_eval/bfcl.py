@@ -111,7 +111,7 @@ def model_response(message: dict) -> list[dict] | str:
     """A step as BFCL records it: [{name: arguments_json}, ...] for tool calls, else the content (None too)."""
     calls = message.get("tool_calls") or []
     if calls:
-        return [{call["function"]["name"]: call["function"]["arguments"]} for call in calls]
+        return [{call["function"]["name"]: call["function"].get("arguments")} for call in calls]
     return message.get("content")
 
 
@@ -160,7 +160,7 @@ async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | 
                     break
                 results = backends.execute(calls)
                 for call, result in zip(message["tool_calls"], results, strict=False):
-                    tool_message = {"role": "tool", "tool_call_id": call["id"], "content": result}
+                    tool_message = {"role": "tool", "tool_call_id": call.get("id"), "content": result}
                     history.append(tool_message)
                     episode.messages.append(tool_message)
                 if step == MAXIMUM_STEP_LIMIT:
