@@ -72,3 +72,19 @@ def test_failures_are_counted_by_reason():
     item = make_item("aime", "aime2024", "p", 0, 0, setting="topk20")
     failed = eval_result(item, success=False, score=0.0, error="timeout: item did not finish within 1s")
     assert report.failures([failed]) == {"timeout": 1}
+
+
+def test_summary_divides_by_items_attempted_and_prints_errors_per_benchmark(tmp_path):
+    rows = [("bfcl", "multi_turn_base", f"b{i}", 0, 1.0 if i == 0 else 0.0, {}) for i in range(4)]
+    rows += [("tau2", "retail", f"r{i}", 0, 1.0 if i < 2 else 0.0, {}) for i in range(4)]
+    run = _records("m", rows)
+    run[1]["error"] = "endpoint: POST chat/completions failed: HTTP 400"
+    run[6]["error"] = "JSONDecodeError: Expecting value"
+    run[7]["error"] = "ValueError: AssistantMessage must have either content or tool calls"
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in run))
+    figures = json.loads(cli("summary", "--json", str(path)).stdout)["m"]
+    assert figures["BFCL-MT: Base"] == 25.0 and figures["tau2 retail: pass^1"] == 50.0  # errored items count as 0
+    table = cli("summary", str(path)).stdout
+    assert "m bfcl: 1 of 4 items (endpoint ×1)" in table
+    assert "m tau2: 2 of 4 items (JSONDecodeError ×1, ValueError ×1)" in table

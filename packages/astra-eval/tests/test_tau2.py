@@ -36,7 +36,10 @@ def test_ground_truth_replay_scores_100_percent_on_every_airline_and_retail_task
 def test_agent_and_user_simulator_use_their_own_endpoints(tmp_path, recorded_llm):
     # Recorded replies over real HTTP: the agent answers in text, the user ends the conversation.
     agent = recorded_llm(replies=["I am sorry, I cannot help with that."], model_name="agent-model")
-    user = recorded_llm(replies=["Hi, I want to cancel my reservation.", "###STOP###"], model_name="user-model")
+    def user_turn(body):  # asks once, then ends the conversation (a function of the request: trials run at once)
+        return "Hi, I want to cancel my reservation." if len(body["messages"]) <= 2 else "###STOP###"
+
+    user = recorded_llm(replies=[user_turn], model_name="user-model")
     out = tmp_path / "endpoints.jsonl"
     cli("run", "tau2", "--domain", "airline", "--ids", "2", "--trials", "2", "--seed", "7",
         "--base-url", agent.base_url, "--user-base-url", user.base_url, "-o", str(out))
@@ -44,9 +47,9 @@ def test_agent_and_user_simulator_use_their_own_endpoints(tmp_path, recorded_llm
     assert [r["trial"] for r in results] == [0, 1]
     tau2_seeds = random.Random(7)  # `tau2 run --seed 7`: random.seed(7), then one randint per trial
     assert [r["seed"] for r in results] == [tau2_seeds.randint(0, 1000000) for _ in range(2)]
-    # each trial's seed goes to the user and to the agent (trial 1's user stops before the agent speaks)
-    assert {r["seed"] for r in user.chat_requests} == {r["seed"] for r in results}
-    assert {r["seed"] for r in agent.chat_requests} == {results[0]["seed"]}
+    # each trial's seed goes to the agent and to the user
+    assert {r["seed"] for r in user.chat_requests} == {r["seed"] for r in agent.chat_requests} == \
+        {r["seed"] for r in results}
     assert all(r["success"] is False and r["error"] is None for r in results)  # the task needs a certificate sent
     assert all(r["meta"]["provenance"][-1]["model"] == "agent-model" for r in results)
     assert all(r["temperature"] == 0.0 for r in agent.chat_requests)  # greedy by default

@@ -7,6 +7,8 @@ from typing import Any
 
 from astra_core.llm.client import LLMClient
 
+from astra_eval.errors import ItemError
+
 
 @dataclass
 class Sampling:
@@ -60,4 +62,8 @@ class EndpointAgent:
     async def __call__(self, messages: list[dict], tools: list[dict] | None, *, seed: int | None = None) -> dict:
         reply = await self.client.chat(messages, tools=tools or None, strip_tools=self.strip_tools,
                                        **self.sampling.params(seed=seed))
+        for call in reply.tool_calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise ItemError(f"the endpoint returned a malformed tool call: {call!r:.300}")
         return {"role": "assistant", **reply.message}

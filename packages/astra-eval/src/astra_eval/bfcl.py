@@ -111,7 +111,7 @@ def model_response(message: dict) -> list[dict] | str:
     """A step as BFCL records it: [{name: arguments_json}, ...] for tool calls, else the content (None too)."""
     calls = message.get("tool_calls") or []
     if calls:
-        return [{call["function"]["name"]: call["function"]["arguments"]} for call in calls]
+        return [{call["function"]["name"]: call["function"].get("arguments")} for call in calls]
     return message.get("content")
 
 
@@ -160,7 +160,7 @@ async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | 
                     break
                 results = backends.execute(calls)
                 for call, result in zip(message["tool_calls"], results, strict=False):
-                    tool_message = {"role": "tool", "tool_call_id": call["id"], "content": result}
+                    tool_message = {"role": "tool", "tool_call_id": call.get("id"), "content": result}
                     history.append(tool_message)
                     episode.messages.append(tool_message)
                 if step == MAXIMUM_STEP_LIMIT:
@@ -173,8 +173,9 @@ async def play(entry: dict, agent, *, seed: int | None = None, max_turns: int | 
     return episode
 
 
-def decode_turns(turns: list[list[Any]]) -> list[list[list[str]]]:
-    """Every turn's decodable, non-empty steps (what BFCL's evaluator hands to its checker)."""
+def decode_turns(turns: list[list[Any]], decode=decode) -> list[list[list[str]]]:
+    """Every turn's decodable, non-empty steps (what BFCL's evaluator hands to its checker); `decode` is the
+    handler's decoding (BFCL's FC decoding unless a bfcl-eval handler plays)."""
     decoded_turns = []
     for steps in turns:
         decoded = []
@@ -189,14 +190,14 @@ def decode_turns(turns: list[list[Any]]) -> list[list[list[str]]]:
     return decoded_turns
 
 
-def score(entry: dict, ground_truth: list[list[str]], turns: list[list[Any]]) -> dict:
+def score(entry: dict, ground_truth: list[list[str]], turns: list[list[Any]], decode=decode) -> dict:
     """BFCL's verdict for one entry: {"valid": bool, ...error details}."""
     if len(turns) != len(ground_truth):
         return {"valid": False, "error_type": "multi_turn:force_terminated",
                 "error_message": f"model result has {len(turns)} turns, ground truth {len(ground_truth)}"}
     scoring_name = f"astra_{uuid.uuid4().hex}"
     try:
-        return multi_turn_checker(decode_turns(turns), ground_truth, copy.deepcopy(entry),
+        return multi_turn_checker(decode_turns(turns, decode), ground_truth, copy.deepcopy(entry),
                                   entry["id"].rsplit("_", 1)[0], scoring_name)
     finally:
         namespace = vars(multi_turn_utils)
@@ -259,12 +260,12 @@ async def run_item(item: dict, agent_for, max_turns: int | None = None, history_
     episode = await play(entry, agent_for(entry, ground_truth), seed=item.get("seed"), max_turns=max_turns,
                          history_reasoning=history_reasoning)
     verdict = score(entry, ground_truth, episode.turns)
-    details = {"checker": _short(verdict), "model_result": episode.turns, "force_quit": episode.force_quit}
+    details = {"checker": short_verdict(verdict), "model_result": episode.turns, "force_quit": episode.force_quit}
     return eval_result(item, success=verdict["valid"], score=1.0 if verdict["valid"] else 0.0,
                        messages=episode.messages, details=details)
 
 
-def _short(verdict: dict) -> dict:
+def short_verdict(verdict: dict) -> dict:
     """The checker's verdict without its bulky execution logs."""
     kept = {key: verdict[key] for key in ("valid", "error_type", "error_message") if key in verdict}
     details = verdict.get("details") or {}

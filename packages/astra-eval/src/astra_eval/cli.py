@@ -111,19 +111,53 @@ class WithClient:
               help="keep: assistant messages go back into the history as the endpoint returned them, "
                    "reasoning_content included (bfcl-eval's OpenAI FC handler); drop: content and tool calls "
                    "only (its DeepSeek/Grok handlers).")
+@click.option("--handler", metavar="NAME",
+              help="The leaderboard's route: play every entry with bfcl-eval's own model handler for NAME, a bfcl-eval "
+                   "model name (e.g. Qwen/Qwen3-8B-FC: its Qwen FC handler, against a completions endpoint at "
+                   "--base-url). Temperature 0.001 (bfcl generate's) unless --temperature.")
+@click.option("--tokenizer", type=click.Path(exists=True, file_okay=False),
+              help="With --handler, for local-model handlers: the model's tokenizer directory (bfcl-eval counts "
+                   "prompt tokens) [default: the handler's Hugging Face id].")
 def run_bfcl(**kwargs) -> None:
     """BFCL v3 multi-turn, executed on bfcl-eval's backends and scored by its multi_turn_checker.
 
     Temperature 0.6 unless --temperature is given (the paper's setting). Requests are those of
-    bfcl-eval's OpenAI function-calling handler (tools with their `response` schema).
+    bfcl-eval's OpenAI function-calling handler (tools with their `response` schema) against a
+    chat-completions endpoint; --handler plays through bfcl-eval's own handler for a model family.
     """
     benchenv.hand_over("bfcl")
     from astra_eval import bfcl
 
     options, inputs_given, config, selection = common(kwargs)
-    sampling = sampling_from(config, kwargs, bfcl.DEFAULT_TEMPERATURE)
     categories = list(kwargs["categories"] or bfcl.CATEGORIES)
     seed = config.seed
+    if kwargs["handler"]:
+        if kwargs["oracle"]:
+            raise click.BadParameter("--handler plays a model; --oracle replays the ground truth", param_hint="--oracle")
+        run_item, model = handler_route(config, kwargs)
+    else:
+        run_item, model = endpoint_route(config, kwargs, seed)
+    with item_source(options, inputs_given, lambda: bfcl.items(categories, seed=seed, **selection)) as options:
+        run_items("astra-eval run bfcl", options, run_item, concurrency=config.concurrency,
+                  item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+
+
+def handler_route(config: LLMConfig, kwargs: dict) -> tuple[Callable, str]:
+    from astra_eval import bfcl_handler
+
+    if not config.base_url:
+        raise click.BadParameter("--handler needs the endpoint serving the model", param_hint="--base-url")
+    kwargs.pop("top_p", None), kwargs.pop("top_k", None)
+    temperature = config.temperature if config.temperature is not None else bfcl_handler.BFCL_GENERATE_TEMPERATURE
+    handler = bfcl_handler.build(kwargs["handler"], base_url=config.base_url, api_key=config.api_key,
+                                 temperature=temperature, tokenizer=kwargs["tokenizer"], model=config.model)
+    return bfcl_handler.HandlerRun(handler), f"{kwargs['handler']} (bfcl-eval {type(handler).__name__})"
+
+
+def endpoint_route(config: LLMConfig, kwargs: dict, seed: int | None) -> tuple[Callable, str]:
+    from astra_eval import bfcl
+
+    sampling = sampling_from(config, kwargs, bfcl.DEFAULT_TEMPERATURE)
     if kwargs["oracle"]:
         drop = kwargs["oracle_drop_rate"]
         model = f"oracle-drop-{drop:g}" if drop else "oracle"
@@ -131,16 +165,13 @@ def run_bfcl(**kwargs) -> None:
         def agent_for(entry, ground_truth):
             return bfcl.Oracle(entry, ground_truth, drop_rate=drop, seed=seed or 0)
 
-        run_item = functools.partial(bfcl.run_item, agent_for=agent_for, max_turns=kwargs["max_turns"])
-    else:
-        model = asyncio.run(resolve_model(config))
-        config.model = model
-        run_item = WithClient(config, lambda client: functools.partial(
-            bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling, strip_tools=False),
-            max_turns=kwargs["max_turns"], history_reasoning=kwargs["history_reasoning"]))
-    with item_source(options, inputs_given, lambda: bfcl.items(categories, seed=seed, **selection)) as options:
-        run_items("astra-eval run bfcl", options, run_item, concurrency=config.concurrency,
-                  item_timeout=kwargs["item_timeout"], model=model, seed=seed)
+        return functools.partial(bfcl.run_item, agent_for=agent_for, max_turns=kwargs["max_turns"]), model
+    model = asyncio.run(resolve_model(config))
+    config.model = model
+    run_item = WithClient(config, lambda client: functools.partial(
+        bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling, strip_tools=False),
+        max_turns=kwargs["max_turns"], history_reasoning=kwargs["history_reasoning"]))
+    return run_item, model
 
 
 def user_options(f: Callable) -> Callable:

@@ -1,0 +1,90 @@
+"""Every attempted item is scored; only malformed items are rejected; only astra-eval's own bugs fail the run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from astra_core.llm.client import LLMError
+from astra_core.stage import StageOptions
+from astra_eval import results
+from astra_eval.errors import HarnessError, describe, raised_by_harness
+from astra_eval.results import eval_result, make_item
+from astra_eval.runner import run_items
+from eval_helpers import records
+
+
+def _raise(exc_type, message):
+    raise exc_type(message)
+
+
+def _astra_bug():
+    return results.eval_result({}, success=True, score=1.0)  # KeyError inside astra_eval.results
+
+
+def test_errors_are_the_items_unless_raised_by_astra_evals_own_code():
+    def caught(fn):
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001
+            return exc
+        raise AssertionError("no exception")
+
+    assert raised_by_harness(caught(_astra_bug))
+    assert not raised_by_harness(caught(lambda: json.loads('{"broken": ')))  # the model's bad arguments
+    assert not raised_by_harness(caught(lambda: _raise(ValueError, "AssistantMessage must have either content")))
+    assert not raised_by_harness(LLMError("HTTP 400: context length"))
+    assert describe(LLMError("POST chat/completions failed: HTTP 400")) == \
+        "endpoint: POST chat/completions failed: HTTP 400"
+    assert describe(TimeoutError(), item_timeout=5) == "timeout: item did not finish within 5s"
+    assert describe(ValueError("bad\nsecond line")) == "ValueError: bad"
+
+
+def _run(tmp_path, run_item, items: list[dict]) -> tuple[list[dict], list[dict]]:
+    inputs, out, rejects = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
+    inputs.write_text("".join(json.dumps(item) + "\n" for item in items))
+    options = StageOptions(inputs=(str(inputs),), output=str(out), rejects=str(rejects))
+    try:
+        run_items("astra-eval run test", options, run_item, concurrency=2, item_timeout=2.0, model="m", seed=None)
+    finally:
+        scored, rejected = records(out), records(rejects)
+    return scored, rejected
+
+
+def test_every_error_while_an_item_runs_is_scored_0_and_malformed_items_are_rejected(tmp_path):
+    async def run_item(item: dict) -> dict:
+        behaviour = item["item_id"]
+        if behaviour == "model-error":
+            json.loads('{"oops": ')
+        if behaviour == "endpoint":
+            raise LLMError("POST chat/completions failed: HTTP 400: maximum context length")
+        if behaviour == "slow":
+            await asyncio.sleep(10)
+        return eval_result(item, success=True, score=1.0)
+
+    good = [make_item("bfcl", "multi_turn_base", name, 0, None) for name in ("ok", "model-error", "endpoint", "slow")]
+    malformed = {**make_item("bfcl", "multi_turn_base", "x", 0, None), "trial": "first"}
+    scored, rejected = _run(tmp_path, run_item, [*good, malformed])
+    by_task = {r["item_id"]: r for r in scored}
+    assert set(by_task) == {"ok", "model-error", "endpoint", "slow"}  # every attempted item has its result
+    assert by_task["ok"]["success"] and by_task["ok"]["error"] is None
+    for name, kind in (("model-error", "JSONDecodeError: "), ("endpoint", "endpoint: "), ("slow", "timeout: ")):
+        assert by_task[name]["success"] is False and by_task[name]["score"] == 0.0
+        assert by_task[name]["error"].startswith(kind)
+    assert [r["id"] for r in rejected] == [malformed["id"]]
+    assert rejected[0]["reason"] == "malformed item: field 'trial' must be int, got 'first'"
+
+
+def test_a_bug_in_astra_eval_leaves_its_item_unscored_and_fails_the_run(tmp_path):
+    async def run_item(item: dict) -> dict:
+        if item["item_id"] == "bug":
+            return _astra_bug()
+        return eval_result(item, success=False, score=0.0)
+
+    items = [make_item("bfcl", "multi_turn_base", name, 0, None) for name in ("fine", "bug")]
+    with pytest.raises(HarnessError, match="1 items hit an error in astra-eval itself"):
+        _run(tmp_path, run_item, items)
+    assert [r["item_id"] for r in records(tmp_path / "out.jsonl")] == ["fine"]
+    (reject,) = records(tmp_path / "rejects.jsonl")
+    assert reject["record"]["item_id"] == "bug" and reject["reason"].startswith("error: KeyError")
