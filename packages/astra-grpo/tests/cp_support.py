@@ -13,13 +13,24 @@ VOCAB = 256
 # name: (transformers config class, attention heads, key/value heads, hidden size). Under CP=2:
 # llama: GQA, one kv head per rank; qwen2: 3 kv heads, repeated to 6 (lcm with the CP size);
 # qwen3: 1 kv head < CP size, repeated to 2.
-FAMILIES = {"llama": ("LlamaConfig", 4, 2, 32), "qwen2": ("Qwen2Config", 6, 3, 48), "qwen3": ("Qwen3Config", 4, 1, 32)}
+# smollm2: SmolLM2-135M's own attention (9 heads, 3 kv heads, head_dim 64: its real config with 2 layers and a
+# small vocabulary), which 2 does not divide: heads padded to 10.
+FAMILIES = {"llama": ("LlamaConfig", 4, 2, 32), "qwen2": ("Qwen2Config", 6, 3, 48), "qwen3": ("Qwen3Config", 4, 1, 32),
+            "smollm2": ("LlamaConfig", 9, 3, 576)}
 SFT_EXAMPLES = [([5, 9, 17, 3, 44, 7, 12], [0, 0, 1, 1, 0, 1, 1]), ([8, 2, 100, 4], [0, 1, 1, 1]),
                 ([4, 6, 8, 10, 12, 14, 16, 18, 20], [0, 0, 0, 1, 1, 1, 0, 0, 1]), ([3, 3, 7, 9, 11], [0, 1, 0, 1, 1])]
 
 
 def cp_model(family: str, seed: int = 0):
     import transformers
+
+    if family == "smollm2":
+        from astra_core.local.model import default_model_dir
+
+        config = transformers.AutoConfig.from_pretrained(default_model_dir())
+        config.update(dict(num_hidden_layers=2, vocab_size=VOCAB, pad_token_id=0, tie_word_embeddings=True))
+        torch.manual_seed(seed)
+        return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
 
     class_name, heads, kv_heads, hidden = FAMILIES[family]
     config = getattr(transformers, class_name)(

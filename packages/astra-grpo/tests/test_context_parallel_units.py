@@ -6,7 +6,7 @@ import pytest
 import torch
 from astra_grpo.cli import main
 from astra_grpo.config import ConfigError, GRPOConfig, SFTConfig, load_config
-from astra_grpo.context_parallel.attention import _packed_causal_mask, check_heads, enable, is_enabled
+from astra_grpo.context_parallel.attention import _packed_causal_mask, _shardable_heads, enable, is_enabled
 from astra_grpo.context_parallel.forward import shard, sharded_token_logprobs
 from astra_grpo.context_parallel.grid import ProcessGrid, grid_shape
 from astra_grpo.logprobs import collate
@@ -43,14 +43,20 @@ def test_grid_shape_divides_the_processes():
         grid_shape(3, 2)
 
 
-def test_heads_that_do_not_split_are_refused_with_the_reason():
-    from transformers import LlamaConfig
-
-    smollm2 = LlamaConfig(num_attention_heads=9, num_key_value_heads=3, hidden_size=576)  # SmolLM2-135M
-    with pytest.raises(ConfigError, match=r"9 attention heads, which 2 does not divide.*ring attention"):
-        check_heads(smollm2, 2)
-    check_heads(smollm2, 3)  # 3 heads per rank, one kv head each
-    check_heads(LlamaConfig(num_attention_heads=8, num_key_value_heads=2), 4)  # kv heads repeated to 4
+@pytest.mark.parametrize(("heads", "kv_heads", "size"), [(9, 3, 2), (40, 8, 16), (8, 2, 4), (4, 1, 2), (6, 3, 2)])
+def test_heads_are_made_shardable_keeping_each_query_heads_key(heads, kv_heads, size):
+    """SmolLM2-135M (9 heads, 3 kv) on 2 ranks, Qwen3-14B (40, 8) on 16: padded; divisible layouts: kv
+    heads repeated only. Either way query head h still meets the key/value head GQA gives it."""
+    query = torch.randn(1, heads, 3, 4)
+    key, value = torch.randn(1, kv_heads, 3, 4), torch.randn(1, kv_heads, 3, 4)
+    q, k, v = _shardable_heads(query, key, value, size)
+    assert q.shape[1] % size == 0 and k.shape[1] % size == 0 and q.shape[1] % k.shape[1] == 0
+    group, per_kv = q.shape[1] // k.shape[1], heads // kv_heads
+    for h in range(heads):
+        torch.testing.assert_close(q[0, h], query[0, h])
+        torch.testing.assert_close(k[0, h // group], key[0, h // per_kv])
+        torch.testing.assert_close(v[0, h // group], value[0, h // per_kv])
+    assert q[0, heads:].abs().sum() == 0  # padding heads are zeros
 
 
 def test_enable_checks_and_is_idempotent():
@@ -63,8 +69,7 @@ def test_enable_checks_and_is_idempotent():
     eager.set_attn_implementation("eager")
     with pytest.raises(ConfigError, match="attn_implementation"):
         enable(eager, 2)
-    with pytest.raises(ConfigError, match="context_parallel_size"):
-        enable(cp_model("llama"), 8)  # 4 heads
+    enable(cp_model("llama"), 8)  # 4 heads on 8 ranks: padded, not refused
 
 
 def test_an_enabled_model_is_unchanged_outside_a_cp_forward():

@@ -13,8 +13,10 @@ layer is recomputed in backward). Then each CP rank holds a slice of every seque
 
 Key/value heads are repeated first when there are fewer of them than the CP ranks can share
 evenly (GQA with kv_heads < cp_size): to lcm(kv_heads, cp_size) heads, which keeps every query
-head with its own key/value head. Query heads must divide by cp_size (Ulysses gives every rank
-the same number); otherwise `enable` refuses the model (ring attention is not implemented).
+head with its own key/value head. When cp_size does not divide the query heads (SmolLM2-135M: 9
+heads on 2 ranks; Qwen3-14B: 40 on 16), key/value heads are repeated to one per query head and all
+three are padded with zero heads to a multiple of cp_size; the padded heads' outputs are dropped
+after the return all-to-all, so they take no part in the result or its gradient.
 
 The padding mask is not used under CP: batches must be right-padded (`forward.py` checks), so
 causal attention alone keeps every real token away from the padding after it.
@@ -62,16 +64,6 @@ def is_enabled(model) -> bool:
     return unwrap(model).config._attn_implementation in INNER_OF
 
 
-def check_heads(config, cp_size: int) -> None:
-    """A ConfigError when Ulysses cannot shard this model's attention heads over `cp_size` ranks."""
-    heads = config.num_attention_heads
-    if heads % cp_size:
-        raise ConfigError(
-            f"config field context_parallel_size: the model has {heads} attention heads, which "
-            f"{cp_size} does not divide; Ulysses context parallelism gives every CP rank heads/cp of them "
-            "(ring attention, which would cover this case, is not implemented)")
-
-
 def enable(model, cp_size: int) -> None:
     """Route the model's attention through the Ulysses function (idempotent). Checks the heads and the
     attention implementation; a ConfigError names the field."""
@@ -81,7 +73,6 @@ def enable(model, cp_size: int) -> None:
     if inner not in INNER:
         raise ConfigError(f"config field attn_implementation: context parallelism runs {' | '.join(INNER)} "
                           f"attention, not {inner}")
-    check_heads(base.config, cp_size)
     if current != NAMES[inner]:
         base.set_attn_implementation(NAMES[inner])
 
@@ -105,14 +96,10 @@ def _make_attention(inner: str):
 def _ulysses(module, inner: str, cp: CPAttention, query, key, value, dropout: float, scaling: float | None,
              position_ids: torch.Tensor | None = None, sliding_window: int | None = None, **kwargs) -> torch.Tensor:
     """[B, heads, S/cp, D] slices in, [B, S/cp, heads, D] attention output of this rank's slice out."""
-    heads, kv_heads = query.shape[1], key.shape[1]
-    if heads % cp.size:
-        raise ValueError(f"{heads} attention heads do not split over {cp.size} context-parallel ranks")
     if position_ids is None:
         raise ValueError("context-parallel attention needs the position ids of the sequence slice")
-    repeats = math.lcm(kv_heads, cp.size) // kv_heads
-    if repeats > 1:
-        key, value = key.repeat_interleave(repeats, dim=1), value.repeat_interleave(repeats, dim=1)
+    heads = query.shape[1]
+    query, key, value = _shardable_heads(query, key, value, cp.size)
     query, key, value = (all_to_all(t, 1, 2, cp.group, cp.size) for t in (query, key, value))
     positions = gather_positions(position_ids.expand(query.shape[0], -1), cp.group, cp.size)
     if inner == "sdpa":
@@ -122,7 +109,22 @@ def _ulysses(module, inner: str, cp: CPAttention, query, key, value, dropout: fl
     else:
         out = _flash(module, inner, query, key, value, None, dropout, scaling, is_causal=True,
                      position_ids=positions, sliding_window=sliding_window, **kwargs)
-    return all_to_all(out, 1, 2, cp.group, cp.size)  # [B, S, heads/cp, D] -> [B, S/cp, heads, D]
+    out = all_to_all(out, 1, 2, cp.group, cp.size)  # [B, S, heads/cp, D] -> [B, S/cp, heads, D]
+    return out[:, :, :heads]  # without the padding heads, if any
+
+
+def _shardable_heads(query, key, value, size: int):
+    """q, k, v with head counts every CP rank can take an equal share of, each query head still with its own
+    key/value head (see the module docstring)."""
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if heads % size == 0:
+        repeats = math.lcm(kv_heads, size) // kv_heads
+        if repeats > 1:
+            key, value = key.repeat_interleave(repeats, dim=1), value.repeat_interleave(repeats, dim=1)
+        return query, key, value
+    key, value = key.repeat_interleave(heads // kv_heads, dim=1), value.repeat_interleave(heads // kv_heads, dim=1)
+    padding = (0, 0, 0, 0, 0, -heads % size)  # zero heads after the real ones, on dim 1 of [B, h, S, D]
+    return tuple(torch.nn.functional.pad(t, padding) for t in (query, key, value))
 
 
 def _sdpa(query, key, value, positions: torch.Tensor, dropout: float, scaling: float | None) -> torch.Tensor:
