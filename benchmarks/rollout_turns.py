@@ -8,8 +8,10 @@
 Every turn generates exactly `--max-new-tokens` tokens (no stop token) greedily, then the episode
 gets the same tool observation, rendered by the chat template as in training. Prompts are astra-qaenv
 RL samples (tool schemas with distractors in the system prompt), G episodes per prompt as in a GRPO
-round; SmolLM2-135M-Instruct (the embedded default), fp32 on CPU. The generated tokens of (b) and (c)
-are checked to be identical to (a)'s.
+round; SmolLM2-135M-Instruct (the embedded default) on CPU. The generated tokens of (b) and (c) are checked
+to be identical to (a)'s. That check runs in float64 by default: in float32 a left-padded batch row's logits
+differ from the same sequence alone by ~4e-5 (different matmul shapes), enough to flip a near-tie in greedy
+decoding and fork the continuation; in float64 no tie is that close. `--dtype float32` times the usual setting.
 
     .venv/bin/python benchmarks/rollout_turns.py | tee benchmarks/results/rollout_turns.txt
 """
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="episodes per prompt (GRPO group size)")
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads (more than the free cores makes OpenMP spin: 40x slower decode seen)")
     args = parser.parse_args()
@@ -82,7 +85,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(load_config(GRPOConfig, None, {}))
-    model.eval()
+    model = model.to(getattr(torch, args.dtype)).eval()
     renderer = ChatRenderer(tokenizer)
     samples = rl_samples(args.prompts)
     prompts = [renderer.prompt_ids(s["messages"], s["tools"]) for s in samples for _ in range(args.group)]
@@ -92,7 +95,7 @@ def main() -> None:
     tokens = episodes * args.turns * args.max_new_tokens
     print(f"{episodes} episodes ({args.prompts} prompts x {args.group}) x {args.turns} turns, "
           f"{args.max_new_tokens} new tokens per turn, observation {len(observation_ids)} tokens, prompt tokens "
-          f"mean {statistics.fmean(len(p) for p in prompts):.0f}, greedy, {args.threads} threads")
+          f"mean {statistics.fmean(len(p) for p in prompts):.0f}, greedy, {args.dtype}, {args.threads} threads")
 
     runs = {}
     started = time.perf_counter()

@@ -10,7 +10,6 @@ import json
 import re
 from collections.abc import Callable
 
-import httpx
 from astra_core.llm import LLMClient, LLMConfig
 from astra_reward.judges import prompts
 
@@ -47,7 +46,5 @@ def requests_for(server, name: str) -> list[dict]:
 
 
 def client_for(server) -> LLMClient:
-    """A client of the recorded server. The loopback is plain HTTP: a transport without certificate
-    verification skips loading the CA bundle, which costs ~0.5 s per client on a busy machine."""
-    return LLMClient(LLMConfig(base_url=server.base_url, max_retries=0),
-                     transport=httpx.AsyncHTTPTransport(verify=False))
+    """A client of the recorded server."""
+    return LLMClient(LLMConfig(base_url=server.base_url, max_retries=0))

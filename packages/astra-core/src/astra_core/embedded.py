@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+import urllib.request
 
 _lock = threading.Lock()
 _server: tuple[subprocess.Popen, str] | None = None
@@ -56,7 +56,9 @@ def start_server(model: str | None = None, *, timeout: float = 300.0, extra_args
             raise EmbeddedServerError(f"embedded server not ready after {timeout:.0f}s")
         time.sleep(0.1)
     base_url = f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
-    httpx.get(base_url.removesuffix("/v1") + "/health", timeout=30).raise_for_status()
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=30) as response:  # noqa: S310
+        if response.status >= 400:
+            raise RuntimeError(f"the embedded model server is not healthy: HTTP {response.status}")
     return process, base_url
 
 

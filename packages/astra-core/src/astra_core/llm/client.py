@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 from jsonschema import Draft202012Validator
 
@@ -27,6 +27,10 @@ from astra_core.llm.cache import ResponseCache
 from astra_core.llm.jsontext import extract_json
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 class LLMError(RuntimeError):
@@ -124,21 +128,33 @@ def openai_tools(tools: list[dict], *, strip: bool = True) -> list[dict]:
             for t in tools]
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(headers) -> float | None:
     try:
-        return float(response.headers["retry-after"])
+        return float(headers["retry-after"])
     except (KeyError, ValueError):
         return None
+
+
+_validators: dict[bytes, Draft202012Validator] = {}
+
+
+def _validator(schema: dict) -> Draft202012Validator:
+    """A schema's validator, built once per distinct schema (a stage asks with the same few schemas)."""
+    key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    validator = _validators.get(key)
+    if validator is None:
+        validator = _validators[key] = Draft202012Validator(schema)
+    return validator
 
 
 class LLMClient:
     """Use as `async with LLMClient(LLMConfig.from_env()) as llm: reply = await llm.chat(messages)`."""
 
-    def __init__(self, config: LLMConfig | None = None, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, config: LLMConfig | None = None):
         self.config = config or LLMConfig.from_env()
         self.usage = Usage()
-        self._transport = transport
-        self._http: httpx.AsyncClient | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._base = ""
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
         self._cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir else None
         self._structured_supported = True
@@ -153,14 +169,14 @@ class LLMClient:
 
     async def aclose(self) -> None:
         if self._http is not None:
-            await self._http.aclose()
+            await self._http.close()
             self._http = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None
 
     # -- endpoint -------------------------------------------------------------------------------
-    async def _client(self) -> httpx.AsyncClient:
+    async def _client(self) -> aiohttp.ClientSession:
         async with self._endpoint_lock:
             if self._http is None:
                 base_url = self.config.base_url
@@ -169,9 +185,12 @@ class LLMClient:
 
                     base_url = await asyncio.to_thread(embedded_base_url)
                     self.config.base_url = base_url
+                self._base = base_url.rstrip("/") + "/"
                 headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-                self._http = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
-                                               timeout=self.config.timeout, transport=self._transport)
+                # One pooled connection per request in flight: no connection churn at high concurrency.
+                connector = aiohttp.TCPConnector(limit=self.config.concurrency, limit_per_host=self.config.concurrency)
+                self._http = aiohttp.ClientSession(headers=headers, connector=connector, json_serialize=_dumps,
+                                                   timeout=aiohttp.ClientTimeout(total=self.config.timeout))
             return self._http
 
     async def model(self) -> str:
@@ -190,7 +209,7 @@ class LLMClient:
         http = await self._client()
         key = None
         if self._cache is not None:
-            key = ResponseCache.key(str(http.base_url) + path, body)
+            key = ResponseCache.key(self._base + path, body)
             hit = self._cache.get(key)
             if hit is not None:
                 self.usage.requests += 1
@@ -204,21 +223,26 @@ class LLMClient:
             self._cache.put(key, reply)
         return reply
 
-    async def _send_with_retries(self, http: httpx.AsyncClient, method: str, path: str, body: dict | None) -> dict:
+    async def _send_with_retries(self, http: aiohttp.ClientSession, method: str, path: str, body: dict | None) -> dict:
         cfg = self.config
         for attempt in range(cfg.max_retries + 1):
             wait = None
             try:
-                response = await http.request(method, path, json=body)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                async with http.request(method, self._base + path, json=body) as response:
+                    status, text, headers = response.status, await response.text(), response.headers
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code < 400:
-                    return response.json()
-                failure = f"HTTP {response.status_code}: {response.text[:500]}"
-                if response.status_code not in RETRY_STATUS:
-                    raise LLMError(f"{method} {path} failed: {failure}", response.status_code, response.text)
-                wait = _retry_after(response)
+                if status < 400:
+                    try:
+                        return orjson.loads(text)
+                    except orjson.JSONDecodeError as exc:
+                        raise LLMError(f"{method} {path}: the endpoint's reply is not JSON ({exc}): {text[:300]}",
+                                       status, text) from None
+                failure = f"HTTP {status}: {text[:500]}"
+                if status not in RETRY_STATUS:
+                    raise LLMError(f"{method} {path} failed: {failure}", status, text)
+                wait = _retry_after(headers)
             if attempt == cfg.max_retries:
                 raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}")
             self.usage.retries += 1
@@ -255,7 +279,7 @@ class LLMClient:
         the reply still does not parse) the error is shown to the model and it tries again, up
         to `attempts` replies. Raises StructuredOutputError with the last reply text.
         """
-        validator = Draft202012Validator(schema)
+        validator = _validator(schema)
         conversation = list(messages)
         last_text: str | None = None
         problem = ""
