@@ -15,9 +15,8 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
-
 import urllib.request
+from pathlib import Path
 
 _lock = threading.Lock()
 _server: tuple[subprocess.Popen, str] | None = None
