@@ -71,7 +71,7 @@ class WithLogprobs:
     def __init__(self, inner):
         self.inner = inner
 
-    def generate(self, prompts, budgets, sampling):
+    def generate(self, prompts, budgets, sampling, keys=None):
         generations = self.inner.generate(prompts, budgets, sampling)
         for generation in generations:
             generation.logprobs = [-0.01 * (k + 1) for k in range(len(generation.token_ids))]

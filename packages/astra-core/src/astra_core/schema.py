@@ -6,11 +6,13 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-from referencing import Registry, Resource
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
 
 from astra_core.records import KINDS
 
@@ -45,6 +47,8 @@ def _schema_text(name: str) -> dict:
 
 @cache
 def _registry() -> Registry:
+    from referencing import Registry, Resource
+
     resources = [(_BASE + f"{name}.json", Resource.from_contents(_schema_text(name)))
                  for name in ("common", *KINDS)]
     return Registry().with_resources(resources)
@@ -63,18 +67,26 @@ def _fast_registry() -> jsonschema_rs.Registry:
     return jsonschema_rs.Registry([(_BASE + f"{name}.json", _schema_text(name)) for name in ("common", *KINDS)])
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Validators:
     """A schema's two validators: jsonschema-rs says quickly whether a record is valid (every record goes
-    through it); jsonschema explains an invalid one (its best_match picks the error users are shown)."""
+    through it); jsonschema, loaded when a record is invalid, explains it (best_match picks the error)."""
 
+    schema: dict
     fast: jsonschema_rs.Validator
-    explain: Draft202012Validator
+    _explain: Draft202012Validator | None = None
+
+    @property
+    def explain(self) -> Draft202012Validator:
+        if self._explain is None:
+            from jsonschema import Draft202012Validator
+
+            self._explain = Draft202012Validator(self.schema, registry=_registry())
+        return self._explain
 
 
 def _build(schema_: dict) -> _Validators:
-    return _Validators(jsonschema_rs.validator_for(schema_, registry=_fast_registry()),
-                       Draft202012Validator(schema_, registry=_registry()))
+    return _Validators(schema_, jsonschema_rs.validator_for(schema_, registry=_fast_registry()))
 
 
 @cache
@@ -121,6 +133,8 @@ def validate(record: object, kind: str | dict) -> dict:
     validators = _validators(kind)
     if validators.fast.is_valid(record):
         return record  # type: ignore[return-value]
+    from jsonschema.exceptions import best_match
+
     error = best_match(validators.explain.iter_errors(record))
     if error is None:  # the two validators disagree: trust the reference implementation
         return record  # type: ignore[return-value]

@@ -1,16 +1,26 @@
 """astra-toolgraph: tool documents -> tool-chain graph -> walks -> tasks -> multi-turn trajectories
 over real MCP servers and a tool emulator (ASTRA paper §2.1). Torch-free."""
 
-from astra_toolgraph.chains import SynthesisConfig, synthesize_chains
-from astra_toolgraph.emulator import EmulatorConfig, ToolEmulator
-from astra_toolgraph.filtering import FilterConfig, filter_server
-from astra_toolgraph.graph import GraphConfig, build_graph, schema_dependencies
-from astra_toolgraph.mcp_client import CallOutcome, McpConnection, ServerPool
-from astra_toolgraph.normalize import normalize_source
-from astra_toolgraph.rollout import RolloutConfig, rollout
-from astra_toolgraph.tasks import AugmentConfig, TaskConfig, augment_task, chain_tasks, server_tasks
-from astra_toolgraph.verify import VerifyConfig, dependency_check, verify_chain
-from astra_toolgraph.walks import CSRGraph, WalkConfig, walk_graphs
+import importlib
+
+# Names load on first use: `astra-toolgraph --help` must not pay for the MCP SDK or the LLM client.
+_HOMES = {
+    "SynthesisConfig": "chains", "synthesize_chains": "chains", "EmulatorConfig": "emulator",
+    "ToolEmulator": "emulator", "FilterConfig": "filtering", "filter_server": "filtering", "GraphConfig": "graph",
+    "build_graph": "graph", "schema_dependencies": "graph", "CallOutcome": "mcp_client",
+    "McpConnection": "mcp_client", "ServerPool": "mcp_client", "normalize_source": "normalize",
+    "RolloutConfig": "rollout", "rollout": "rollout", "AugmentConfig": "tasks", "TaskConfig": "tasks",
+    "augment_task": "tasks", "chain_tasks": "tasks", "server_tasks": "tasks", "VerifyConfig": "verify",
+    "dependency_check": "verify", "verify_chain": "verify", "CSRGraph": "walks", "WalkConfig": "walks",
+    "walk_graphs": "walks",
+}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"astra_toolgraph.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'astra_toolgraph' has no attribute {name!r}")
+
 
 __all__ = [
     "AugmentConfig", "CSRGraph", "CallOutcome", "EmulatorConfig", "FilterConfig", "GraphConfig", "McpConnection",

@@ -16,12 +16,14 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+if TYPE_CHECKING:
+    from mcp import Client
+
+# The `mcp` SDK takes about a second to import: it is imported where a server is first reached, so that
+# the commands that never talk to one start fast.
+MCP_TIMEOUT_S, MCP_STREAM_READ_TIMEOUT_S = 30.0, 300.0  # the SDK's defaults for its own HTTP client
 
 
 class McpUnavailable(RuntimeError):
@@ -39,6 +41,13 @@ class CallOutcome:
     structured: Any = None
 
 
+def _http_client(headers: dict[str, str] | None):
+    """The HTTP client of a streamable-HTTP server (httpx2, the SDK's HTTP library), with its headers."""
+    import httpx2
+
+    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(MCP_TIMEOUT_S, read=MCP_STREAM_READ_TIMEOUT_S))
+
+
 def default_errlog() -> IO[str]:
     """Our stderr when it is a real file (a started server needs a file descriptor), else /dev/null."""
     try:
@@ -49,6 +58,9 @@ def default_errlog() -> IO[str]:
 
 
 def _transport(spec: dict, errlog: IO[str]):
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     kind = spec.get("kind")
     if kind == "stdio":
         env = {**os.environ, **(spec.get("env") or {})}
@@ -56,8 +68,7 @@ def _transport(spec: dict, errlog: IO[str]):
                                        cwd=spec.get("cwd"))
         return stdio_client(params, errlog=errlog)
     if kind == "http":
-        http = create_mcp_http_client(headers=spec.get("headers") or None)
-        return streamable_http_client(spec["url"], http_client=http)
+        return streamable_http_client(spec["url"], http_client=_http_client(spec.get("headers") or None))
     raise McpUnavailable(f"transport kind {kind!r} is not a deployed MCP server")
 
 
@@ -98,6 +109,8 @@ class McpConnection:
 
     async def _own(self) -> None:
         try:
+            from mcp import Client
+
             async with Client(_transport(self.transport, self.errlog)) as client:
                 self._client = client
                 self._ready.set()

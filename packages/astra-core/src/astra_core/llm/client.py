@@ -17,11 +17,12 @@ import asyncio
 import os
 import random
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-from jsonschema import Draft202012Validator
+
+if TYPE_CHECKING:
+    import aiohttp
 
 from astra_core.llm.cache import ResponseCache
 from astra_core.llm.jsontext import extract_json
@@ -135,16 +136,24 @@ def _retry_after(headers) -> float | None:
         return None
 
 
-_validators: dict[bytes, Draft202012Validator] = {}
+_validators: dict[bytes, tuple] = {}
 
 
-def _validator(schema: dict) -> Draft202012Validator:
-    """A schema's validator, built once per distinct schema (a stage asks with the same few schemas)."""
+def _validators_of(schema: dict) -> tuple:
+    """(fast jsonschema-rs validator, jsonschema validator that explains), built once per distinct schema (a
+    stage asks with the same few schemas)."""
     key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-    validator = _validators.get(key)
-    if validator is None:
-        validator = _validators[key] = Draft202012Validator(schema)
-    return validator
+    pair = _validators.get(key)
+    if pair is None:
+        import jsonschema_rs
+        from jsonschema import Draft202012Validator
+
+        try:
+            fast = jsonschema_rs.validator_for(schema)
+        except Exception:  # noqa: BLE001 - a schema jsonschema-rs refuses is still checked, slowly
+            fast = None
+        pair = _validators[key] = (fast, Draft202012Validator(schema))
+    return pair
 
 
 class LLMClient:
@@ -153,7 +162,7 @@ class LLMClient:
     def __init__(self, config: LLMConfig | None = None):
         self.config = config or LLMConfig.from_env()
         self.usage = Usage()
-        self._http: aiohttp.ClientSession | None = None
+        self._http: aiohttp.ClientSession | None = None  # opened on first use (importing aiohttp costs 0.2 s)
         self._base = ""
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
         self._cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir else None
@@ -177,6 +186,8 @@ class LLMClient:
 
     # -- endpoint -------------------------------------------------------------------------------
     async def _client(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         async with self._endpoint_lock:
             if self._http is None:
                 base_url = self.config.base_url
@@ -224,6 +235,8 @@ class LLMClient:
         return reply
 
     async def _send_with_retries(self, http: aiohttp.ClientSession, method: str, path: str, body: dict | None) -> dict:
+        import aiohttp
+
         cfg = self.config
         for attempt in range(cfg.max_retries + 1):
             wait = None
@@ -279,7 +292,7 @@ class LLMClient:
         the reply still does not parse) the error is shown to the model and it tries again, up
         to `attempts` replies. Raises StructuredOutputError with the last reply text.
         """
-        validator = _validator(schema)
+        fast, validator = _validators_of(schema)
         conversation = list(messages)
         last_text: str | None = None
         problem = ""
@@ -288,6 +301,8 @@ class LLMClient:
             last_text = reply.content
             try:
                 value = extract_json(last_text)
+                if fast is not None and fast.is_valid(value):
+                    return value, reply
                 errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
                 if not errors:
                     return value, reply
