@@ -11,7 +11,7 @@ cat > "$OUT/sandbox/requests.jsonl" <<'JSONL'
 {"id": "loop", "code": "while True:\n    pass", "run_timeout": 1}
 {"id": "memory", "code": "hoard = [bytearray(1 << 30) for _ in range(64)]", "memory_limit_MB": 256}
 JSONL
-astra-sandbox run --workers 2 "$OUT/sandbox/requests.jsonl" -o "$OUT/sandbox/results.jsonl"
+astra-sandbox run --sandbox-pool-size 2 "$OUT/sandbox/requests.jsonl" -o "$OUT/sandbox/results.jsonl"
 python - "$OUT/sandbox/results.jsonl" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 pytestmark = pytest.mark.nsjail
 
 CLI = str(Path(sys.executable).with_name("astra-sandbox"))
-QUICK = ["--wall-time", "2", "--cpu-time", "2", "--memory-mb", "256", "--call-timeout", "1"]
+QUICK = ["--sandbox-wall-time-s", "2", "--sandbox-cpu-time-s", "2", "--sandbox-memory-mb", "256", "--sandbox-call-timeout-s", "1"]
 
 
 def cli(*args: str, stdin: str = ""):
@@ -32,25 +32,27 @@ def test_run_keeps_input_order_and_ids_with_several_workers(tmp_path):
     requests.append({"id": "loop", "code": "while True:\n    pass", "run_timeout": 0.5})
     stdin = "".join(json.dumps(request) + "\n" for request in requests)
     rejects = tmp_path / "rejects.jsonl"
-    done = cli("run", "--workers", "3", "--rejects", str(rejects), *QUICK, stdin=stdin)
+    done = cli("run", "--sandbox-pool-size", "3", "--skip-bad", "--rejects", str(rejects), *QUICK, stdin=stdin)
     assert done.returncode == 0, done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines()]
     assert [result["id"] for result in results] == [f"r{n}" for n in range(6)] + ["loop"]
     assert [result["run_result"]["stdout"] for result in results[:6]] == [f"{n}\n" for n in range(6)]
     assert results[-1]["run_result"]["status"] == "TimeLimitExceeded"
     assert json.loads(rejects.read_text())["id"] == "bad"
-    assert "read 8" in done.stderr and "rejected 1" in done.stderr and "Failed/TimeLimitExceeded ×1" in done.stderr
+    assert "read 8" in done.stderr and "rejected 1" in done.stderr and "result Failed/TimeLimitExceeded: 1" in done.stderr
+    without_skip = cli("run", *QUICK, stdin=stdin)  # a request without code is bad input: named, exit 1
+    assert without_skip.returncode == 1 and "<stdin>:4" in without_skip.stderr and "code" in without_skip.stderr
 
 
 def test_run_without_jail_warns_loudly():
-    done = cli("run", "--unsafe-no-jail", stdin='{"code": "print(2)"}\n')
+    done = cli("run", "--no-sandbox-jail", stdin='{"code": "print(2)"}\n')
     assert json.loads(done.stdout)["run_result"]["stdout"] == "2\n"
     assert "WITHOUT the jail" in done.stderr
 
 
 def test_serve_answers_run_code_over_http(tmp_path):
     port_file = tmp_path / "port"
-    server = subprocess.Popen([CLI, "serve", "--port", "0", "--port-file", str(port_file), "--workers", "1", *QUICK],
+    server = subprocess.Popen([CLI, "serve", "--port", "0", "--port-file", str(port_file), "--sandbox-pool-size", "1", *QUICK],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(300):

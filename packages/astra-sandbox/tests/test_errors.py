@@ -38,7 +38,7 @@ def test_no_namespaces_names_the_fix(tmp_path):
                                    "Operation not permitted", 255)
     with pytest.raises(SandboxUnavailable, match="cannot create the jail's namespaces") as caught:
         run_code({"code": "print(1)"}, config=SandboxConfig(nsjail_path=binary))
-    assert "--unsafe-no-jail" in str(caught.value)
+    assert "--no-sandbox-jail" in str(caught.value)
 
 
 def test_not_root_is_refused_with_the_reason(monkeypatch):

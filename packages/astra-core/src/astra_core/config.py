@@ -142,7 +142,10 @@ def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict
         if key not in hints:
             raise ConfigError(f"unknown config field {key!r} for {cls.__name__}")
         values[key] = coerce(key, hints[key], value)
-    config = cls(**values)
+    try:
+        config = cls(**values)
+    except (TypeError, ValueError) as exc:  # checks a config class makes itself (__post_init__)
+        raise ConfigError(f"{cls.__name__}: {exc}") from exc
     for spec in dataclasses.fields(cls):
         allowed = spec.metadata.get("choices")
         if allowed and getattr(config, spec.name) is not None and getattr(config, spec.name) not in allowed:

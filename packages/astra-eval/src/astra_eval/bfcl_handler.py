@@ -31,7 +31,6 @@ def build(name: str, *, base_url: str, api_key: str | None, temperature: float, 
           model: str | None):
     """bfcl-eval's handler for registry name `name`, pointed at `base_url` (and ready: local-model
     handlers load their tokenizer and wait for the endpoint, as `bfcl generate --skip-server-setup`)."""
-    from bfcl_eval._llm_response_generation import build_handler
     from bfcl_eval.constants.model_config import MODEL_CONFIG_MAPPING
     from bfcl_eval.model_handler.local_inference.base_oss_handler import OSSHandler
 
@@ -43,7 +42,9 @@ def build(name: str, *, base_url: str, api_key: str | None, temperature: float, 
     os.environ["OPENAI_API_KEY"] = os.environ["REMOTE_OPENAI_API_KEY"] = api_key or "EMPTY"
     if tokenizer:
         os.environ["REMOTE_OPENAI_TOKENIZER_PATH"] = tokenizer
-    handler = build_handler(name, temperature)
+    config = MODEL_CONFIG_MAPPING[name]  # what `bfcl generate` builds its handler from (its registry entry)
+    handler = config.model_handler(model_name=config.model_name, temperature=temperature, registry_name=name,
+                                   is_fc_model=config.is_fc_model)
     if isinstance(handler, OSSHandler):
         handler.spin_up_local_server(num_gpus=1, gpu_memory_utilization=0.9, backend="vllm", skip_server_setup=True,
                                      local_model_path=None)

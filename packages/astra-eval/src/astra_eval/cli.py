@@ -177,11 +177,11 @@ def endpoint_route(config: LLMConfig, kwargs: dict, seed: int | None) -> tuple[C
 def user_options(f: Callable) -> Callable:
     """The user simulator's endpoint, configured apart from the model under test."""
     options = [
-        click.option("--user-base-url", envvar="ASTRA_EVAL_USER_BASE_URL",
-                     help="User simulator endpoint [env ASTRA_EVAL_USER_BASE_URL; default: the agent's endpoint]."),
-        click.option("--user-model", envvar="ASTRA_EVAL_USER_MODEL",
-                     help="User simulator model [env ASTRA_EVAL_USER_MODEL; default: the endpoint's first model]."),
-        click.option("--user-api-key", envvar="ASTRA_EVAL_USER_API_KEY"),
+        click.option("--user-base-url", envvar="ASTRA_USER_LLM_BASE_URL",
+                     help="User simulator endpoint [default: the agent's endpoint]."),
+        click.option("--user-model", envvar="ASTRA_USER_LLM_MODEL",
+                     help="User simulator model [default: the endpoint's first model]."),
+        click.option("--user-api-key", envvar="ASTRA_USER_LLM_API_KEY", help="User simulator bearer token."),
         click.option("--user-temperature", type=float, default=0.0, show_default=True),
         click.option("--user-max-tokens", type=int),
     ]

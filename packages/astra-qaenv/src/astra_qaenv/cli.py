@@ -44,22 +44,23 @@ def main() -> None:
 
 def sandbox_options(f):
     for option in reversed([
-        click.option("--unsafe-no-jail", is_flag=True,
-                     help="Run generated code without nsjail (development only: it is untrusted code)."),
-        click.option("--call-timeout", type=float, default=5.0, show_default=True, help="Seconds per tool call."),
-        click.option("--memory-mb", type=int, default=512, show_default=True, help="Memory limit per sandbox."),
-        click.option("--sandbox-workers", type=int, default=2, show_default=True, help="Warm sandbox workers."),
+        click.option("--sandbox-jail/--no-sandbox-jail", default=True, show_default=True,
+                     help="Run generated code in nsjail (--no-sandbox-jail: development only, it is untrusted code)."),
+        click.option("--sandbox-call-timeout-s", type=float, default=5.0, show_default=True,
+                     help="Seconds per tool call."),
+        click.option("--sandbox-memory-mb", type=int, default=512, show_default=True, help="Memory limit per sandbox."),
+        click.option("--sandbox-pool-size", type=int, default=2, show_default=True, help="Warm sandbox workers."),
     ]):
         f = option(f)
     return f
 
 
 def verifier_config_from(kwargs: dict) -> VerifierConfig:
-    unsafe = kwargs.pop("unsafe_no_jail")
-    if unsafe:
-        click.echo("astra-qaenv: WARNING: --unsafe-no-jail runs generated code without isolation", err=True)
-    return VerifierConfig(jail=not unsafe, call_timeout_s=kwargs.pop("call_timeout"),
-                          memory_mb=kwargs.pop("memory_mb"), workers=kwargs.pop("sandbox_workers"))
+    jail = kwargs.pop("sandbox_jail")
+    if not jail:
+        click.echo("astra-qaenv: WARNING: --no-sandbox-jail runs generated code without isolation", err=True)
+    return VerifierConfig(jail=jail, call_timeout_s=kwargs.pop("sandbox_call_timeout_s"),
+                          memory_mb=kwargs.pop("sandbox_memory_mb"), workers=kwargs.pop("sandbox_pool_size"))
 
 
 def run_llm_stage(command: str, options, config, fn, *, in_kind: str | None, out_kind: str,

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.resources
 import json
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import click
-from astra_core.options import report_errors, stage_options, stage_options_from
-from astra_core.stage import Rejected, Stage
+from astra_core.command import stage_command
+from astra_core.config import ConfigError, config_options, knob, load_config, pop_values
+from astra_core.stage import Rejected
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable
@@ -20,42 +21,21 @@ from astra_sandbox.errors import SandboxUnavailable
 SAMPLE_ENVIRONMENT = importlib.resources.files("astra_sandbox") / "data" / "shop_environment.jsonl"
 
 
-def sandbox_options(f: Callable) -> Callable:
-    """Limit flags shared by every command that runs code; they build a SandboxConfig."""
-    defaults = SandboxConfig()
-    options = [
-        click.option("--wall-time", "wall_time_s", type=float, default=defaults.wall_time_s, show_default=True,
-                     help="Seconds of wall time per program (requests may lower it)."),
-        click.option("--cpu-time", "cpu_time_s", type=int, default=defaults.cpu_time_s, show_default=True,
-                     help="CPU seconds per program or episode."),
-        click.option("--memory-mb", type=int, default=defaults.memory_mb, show_default=True,
-                     help="Address space per process (requests may lower it)."),
-        click.option("--call-timeout", "call_timeout_s", type=float, default=defaults.call_timeout_s,
-                     show_default=True, help="Seconds per tool call (and per environment load)."),
-        click.option("--max-processes", type=int, default=defaults.max_processes, show_default=True),
-        click.option("--tmpfs-mb", type=int, default=defaults.tmpfs_mb, show_default=True,
-                     help="Private /tmp per program or episode."),
-        click.option("--max-output-kb", type=int, default=defaults.max_output_kb, show_default=True),
-        click.option("--unsafe-no-jail", is_flag=True,
-                     help="DEVELOPMENT ONLY: no jail (host filesystem and network reachable); warns loudly."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+@dataclass(frozen=True)
+class PoolConfig(SandboxConfig):
+    pool_size: int = knob(2, "Warm jailed workers (programs run in parallel).", flag="sandbox-pool-size")
 
 
-workers_option = click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
-                              help="Warm jailed workers (programs run in parallel).")
+# Every SandboxConfig field is a --sandbox-... flag; the jail binary and the sandbox user stay config-file only.
+sandbox_options = config_options(PoolConfig, exclude=("nsjail_path", "uid", "pool_size"))
+pool_options = config_options(PoolConfig, exclude=("nsjail_path", "uid"))
 
 
-def config_from(kwargs: dict) -> SandboxConfig:
-    names = ("wall_time_s", "cpu_time_s", "memory_mb", "call_timeout_s", "max_processes", "tmpfs_mb",
-             "max_output_kb")
-    values = {name: kwargs.pop(name) for name in names}
-    jail = not kwargs.pop("unsafe_no_jail")
+def config_from(kwargs: dict, cls: type = SandboxConfig, **defaults) -> SandboxConfig:
+    values = {name: value for name, value in pop_values(PoolConfig, kwargs).items() if value is not None}
     try:
-        return SandboxConfig(jail=jail, **values)
-    except ValueError as exc:
+        return load_config(cls, None, {**defaults, **values})
+    except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
 
 
@@ -68,53 +48,60 @@ def open_pool(config: SandboxConfig, workers: int):
         raise click.ClickException(f"the sandbox cannot run here: {exc}") from None
 
 
-@click.group()
+@click.group("astra-sandbox")
 @click.version_option(package_name="astra-sandbox")
 def main() -> None:
     """Run untrusted generated code in nsjail: programs (SandboxFusion run_code) and environment sessions."""
 
 
-@main.command()
-@stage_options
-@workers_option
-@sandbox_options
-@report_errors
-def run(workers: int, **kwargs) -> None:
-    """Run code requests: JSONL {"code", "language", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "id"?}
-    in, SandboxFusion run_code results out, in input order (ids passed through)."""
+
+RUN_REQUEST = {
+    "title": "run_code request",
+    "description": "A SandboxFusion run_code request.",
+    "type": "object",
+    "required": ["code"],
+    "properties": {"code": {"type": "string"}, "language": {"type": "string"}, "stdin": {"type": "string"},
+                   "run_timeout": {"type": "number", "exclusiveMinimum": 0},
+                   "memory_limit_MB": {"type": "integer", "minimum": 1}, "id": {"type": "string"}},
+}
+
+
+@contextlib.contextmanager
+def _pool_of(config: PoolConfig):
+    with open_pool(config, config.pool_size) as pool:
+        yield pool
+
+
+async def run_request(request: dict, pool, stage) -> dict:
+    """Run code requests: JSONL {"code", "language", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "id"?} in,
+    SandboxFusion run_code results out, in input order (ids passed through)."""
     from astra_sandbox.run_code import BadRequest, check_request
 
-    options = stage_options_from(kwargs)
-    config = config_from(kwargs)
-    statuses: Counter = Counter()
-    with open_pool(config, workers) as pool:
+    try:
+        check_request(request)
+    except BadRequest as exc:
+        raise Rejected(f"bad request: {exc}") from None
+    result = await asyncio.to_thread(pool.run_code, request)
+    run_status = (result.get("run_result") or {}).get("status")
+    outcome = result["status"] + (f"/{run_status}" if run_status else "")
+    stage.stats[f"result {outcome}"] = stage.stats.get(f"result {outcome}", 0) + 1
+    return result
 
-        async def run_one(request: dict) -> dict:
-            try:
-                check_request(request)
-            except BadRequest as exc:
-                raise Rejected(f"bad request: {exc}") from None
-            result = await asyncio.to_thread(pool.run_code, request)
-            run_status = (result.get("run_result") or {}).get("status")
-            statuses[result["status"] + (f"/{run_status}" if run_status else "")] += 1
-            return result
 
-        with Stage("astra-sandbox run", options) as stage:
-            asyncio.run(stage.arun(run_one, concurrency=workers))
-            stage.stats["results"] = ", ".join(f"{name} ×{count}" for name, count in statuses.most_common()) or "none"
+stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _pool_of})(run_request)
 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
-@workers_option
-@sandbox_options
-def serve(host: str, port: int, port_file: str | None, workers: int, **kwargs) -> None:
+@pool_options
+def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
     from astra_sandbox.server import make_server
 
-    config = config_from(kwargs)
+    config = config_from(kwargs, PoolConfig)
+    workers = config.pool_size
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"astra-sandbox serve: listening on {host}: anyone who can reach it can run code here", err=True)
     with open_pool(config, workers) as pool:
@@ -184,7 +171,8 @@ def selftest(as_json: bool, only: tuple[str, ...], **kwargs) -> None:
     """Run every hostile snippet (network, host files, bombs, /proc, ctypes, secrets ...) in the sandbox and
     print whether each was contained. Exit status 1 if any was not.
 
-    Uses short limits unless given (--wall-time 2 --cpu-time 2 --memory-mb 256 --max-output-kb 64)."""
+    Uses short limits unless given (--sandbox-wall-time-s 2 --sandbox-cpu-time-s 2 --sandbox-memory-mb 256
+    --sandbox-max-output-kb 64)."""
     from astra_sandbox.selftest import CASES, Probe, format_table, run_selftest
 
     unknown = set(only) - {case.name for case in CASES}
@@ -193,12 +181,7 @@ def selftest(as_json: bool, only: tuple[str, ...], **kwargs) -> None:
                                  f"(known: {', '.join(case.name for case in CASES)})", param_hint="--only")
     cases = [case for case in CASES if not only or case.name in only]
 
-    ctx = click.get_current_context()
-    quick = {"wall_time_s": 2.0, "cpu_time_s": 2, "memory_mb": 256, "max_output_kb": 64}
-    for name, value in quick.items():
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT:
-            kwargs[name] = value
-    config = config_from(kwargs)
+    config = config_from(kwargs, wall_time_s=2.0, cpu_time_s=2, memory_mb=256, max_output_kb=64)
     started = time.monotonic()
     # one worker: the snippets run one at a time, and leftovers are told apart by namespace
     with Probe() as probe, open_pool(config, 1) as pool:
@@ -232,6 +215,6 @@ def check(**kwargs) -> None:
                                config.wall_time_s)
     finally:
         worker.stop()
-    jail = find_nsjail(config) if config.jail else "none (--unsafe-no-jail)"
+    jail = find_nsjail(config) if config.jail else "none (--no-sandbox-jail)"
     click.echo(json.dumps({"jail": jail, "python": worker.info.get("python"), "startup_s": round(elapsed, 3),
                            "program_status": reply.get("run_result", {}).get("status")}))

