@@ -9,9 +9,8 @@ Every turn generates exactly `--max-new-tokens` tokens (no stop token) greedily,
 gets the same tool observation, rendered by the chat template as in training. Prompts are astra-qaenv
 RL samples (tool schemas with distractors in the system prompt), G episodes per prompt as in a GRPO
 round; SmolLM2-135M-Instruct (the embedded default) on CPU. The generated tokens of (b) and (c) are checked
-to be identical to (a)'s. That check runs in float64 by default: in float32 a left-padded batch row's logits
-differ from the same sequence alone by ~4e-5 (different matmul shapes), enough to flip a near-tie in greedy
-decoding and fork the continuation; in float64 no tie is that close. `--dtype float32` times the usual setting.
+to be identical to (a)'s (in float32 a left-padded batch row's logits differ from the same sequence alone by
+~4e-5, from different matmul shapes; `--dtype float64` rules out a greedy near-tie deciding the comparison).
 
     .venv/bin/python benchmarks/rollout_turns.py | tee benchmarks/results/rollout_turns.txt
 """
@@ -56,7 +55,10 @@ def play_one_at_a_time(model, prompts, observation_ids, turns, new_tokens, pad_i
         sequence, turns_out = list(prompt), []
         for turn in range(turns):
             with torch.no_grad():
-                output = model.generate(input_ids=torch.tensor([sequence]), generation_config=config)
+                # The mask is given: SmolLM2's pad id is its <|im_end|>, which generate would otherwise take for
+                # padding inside the conversation once no EOS is set.
+                ids = torch.tensor([sequence])
+                output = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
             new = output[0, len(sequence):].tolist()
             assert len(new) == new_tokens, "plain generate stopped early"
             turns_out.append(new)
@@ -71,7 +73,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="episodes per prompt (GRPO group size)")
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads (more than the free cores makes OpenMP spin: 40x slower decode seen)")
     args = parser.parse_args()
