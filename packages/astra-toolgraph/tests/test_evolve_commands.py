@@ -35,18 +35,18 @@ def domain_file(tmp_path):
 def test_the_stage_commands_compose_plan_to_revised_plan(recorded_llm, tmp_path, domain_file):
     server = recorded_llm(replies=[engine_replies()])
     llm = ["--base-url", server.base_url, "--max-retries", "0"]
-    invoke("evolve-plans", domain_file, "--plans", "2", *llm, "-o", tmp_path / "plans.jsonl")
+    invoke("evolve", "plans", domain_file, "--plans", "2", *llm, "-o", tmp_path / "plans.jsonl")
     plans = read(tmp_path / "plans.jsonl")
     assert len(plans) == 2 and {p["iteration"] for p in plans} == {0}
-    invoke("evolve-tasks", tmp_path / "plans.jsonl", "--domains", domain_file, "--tasks-per-plan", "1",
+    invoke("evolve", "tasks", tmp_path / "plans.jsonl", "--domains", domain_file, "--tasks-per-plan", "1",
            "--explore-turns", "1", *llm, "-o", tmp_path / "tasks.jsonl")
-    invoke("verify-tasks", tmp_path / "tasks.jsonl", "--plans", tmp_path / "plans.jsonl", *llm,
+    invoke("evolve", "verify-tasks", tmp_path / "tasks.jsonl", "--plans", tmp_path / "plans.jsonl", *llm,
            "-o", tmp_path / "verified.jsonl")
-    invoke("evolve-rollout", tmp_path / "verified.jsonl", "--domains", domain_file, *llm,
+    invoke("evolve", "rollout", tmp_path / "verified.jsonl", "--domains", domain_file, *llm,
            "-o", tmp_path / "trajectories.jsonl")
-    invoke("verify-trajectories", tmp_path / "trajectories.jsonl", "--tasks", tmp_path / "verified.jsonl",
+    invoke("evolve", "verify", tmp_path / "trajectories.jsonl", "--tasks", tmp_path / "verified.jsonl",
            "--plans", tmp_path / "plans.jsonl", *llm, "-o", tmp_path / "verified-trajectories.jsonl")
-    invoke("reflect", tmp_path / "plans.jsonl", "--tasks", tmp_path / "verified.jsonl", "--trajectories",
+    invoke("evolve", "reflect", tmp_path / "plans.jsonl", "--tasks", tmp_path / "verified.jsonl", "--trajectories",
            tmp_path / "verified-trajectories.jsonl", *llm, "-o", tmp_path / "plans-k1.jsonl")
     trajectories = read(tmp_path / "verified-trajectories.jsonl")
     assert [t["verification"]["verdict"] for t in trajectories] == ["SUCCESS", "SUCCESS"]
@@ -54,8 +54,8 @@ def test_the_stage_commands_compose_plan_to_revised_plan(recorded_llm, tmp_path,
     assert [p["iteration"] for p in revised] == [1, 1]
     assert all(p["history"][0]["outcome"]["trajectories_succeeded"] == 1 for p in revised)
 
-    invoke("export-user-sft", tmp_path / "verified-trajectories.jsonl", "-o", tmp_path / "user-sft.jsonl")
-    invoke("export-rl", tmp_path / "verified.jsonl", "--domains", domain_file, "--trajectories",
+    invoke("evolve", "export-user-sft", tmp_path / "verified-trajectories.jsonl", "-o", tmp_path / "user-sft.jsonl")
+    invoke("evolve", "export-rl", tmp_path / "verified.jsonl", "--domains", domain_file, "--trajectories",
            tmp_path / "trajectories.jsonl", "-o", tmp_path / "rl.jsonl")
     for record in read(tmp_path / "user-sft.jsonl"):
         validate(record, "trajectory")
@@ -64,9 +64,9 @@ def test_the_stage_commands_compose_plan_to_revised_plan(recorded_llm, tmp_path,
 
 
 def test_hand_written_seed_tasks_become_checkable_and_export_as_rl_samples(tmp_path, domain_file):
-    (tmp_path / "plan.jsonl").write_text(invoke("sample-domain", "--what", "plan").output)
-    (tmp_path / "seed.jsonl").write_text(invoke("sample-domain", "--what", "tasks").output)
-    invoke("verify-tasks", tmp_path / "seed.jsonl", "--plans", tmp_path / "plan.jsonl", "--domains", domain_file,
+    (tmp_path / "plan.jsonl").write_text(invoke("evolve", "sample-domain", "--what", "plan").output)
+    (tmp_path / "seed.jsonl").write_text(invoke("evolve", "sample-domain", "--what", "tasks").output)
+    invoke("evolve", "verify-tasks", tmp_path / "seed.jsonl", "--plans", tmp_path / "plan.jsonl", "--domains", domain_file,
            "--no-judge-tasks", "--base-url", "http://127.0.0.1:9/v1", "-o", tmp_path / "verified.jsonl")
     coffee, cancel = read(tmp_path / "verified.jsonl")
     assert coffee["verification"] == {"verdict": "PASS", "rationale": "expected actions replay without error",
@@ -74,7 +74,7 @@ def test_hand_written_seed_tasks_become_checkable_and_export_as_rl_samples(tmp_p
     assert coffee["expected_state"]["products"]["P3"]["stock"] == 0
     assert cancel["expected_state"]["orders"]["O1"]["status"] == "cancelled"
     assert cancel["expected_state"]["customers"]["C1"]["balance"] == 22.0
-    invoke("export-rl", tmp_path / "verified.jsonl", "--domains", domain_file, "-o", tmp_path / "rl.jsonl")
+    invoke("evolve", "export-rl", tmp_path / "verified.jsonl", "--domains", domain_file, "-o", tmp_path / "rl.jsonl")
     for sample in read(tmp_path / "rl.jsonl"):
         validate(sample, "rl_sample")
         assert sample["reward"]["kind"] == "state" and sample["user"]["private_info"]
@@ -85,7 +85,7 @@ def test_rollout_rejects_tasks_that_failed_verification(recorded_llm, tmp_path, 
             "verification": {"verdict": "FAIL", "rationale": "bad"}, "meta": {"provenance": []}}
     (tmp_path / "t.jsonl").write_text(json.dumps(task) + "\n")
     server = recorded_llm(replies=["unused"])
-    invoke("evolve-rollout", tmp_path / "t.jsonl", "--domains", domain_file, "--base-url", server.base_url,
+    invoke("evolve", "rollout", tmp_path / "t.jsonl", "--domains", domain_file, "--base-url", server.base_url,
            "--rejects", tmp_path / "rejects.jsonl", "-o", tmp_path / "out.jsonl")
     assert read(tmp_path / "out.jsonl") == []
     [reject] = read(tmp_path / "rejects.jsonl")
@@ -97,7 +97,7 @@ def test_evolve_runs_k_iterations_per_stream_and_keeps_every_artifact(recorded_l
     plans = [{"id": f"plan-{i}", "domain_id": "env-sample-shop", "stream": f"plan-{i}", "iteration": 0,
               **PLAN, "history": [], "meta": {"provenance": []}} for i in range(2)]
     (tmp_path / "plans.jsonl").write_text("".join(json.dumps(p) + "\n" for p in plans))
-    result = invoke("evolve", tmp_path / "plans.jsonl", "--domains", domain_file, "--iterations", "2",
+    result = invoke("evolve", "run", tmp_path / "plans.jsonl", "--domains", domain_file, "--iterations", "2",
                     "--tasks-per-plan", "1", "--explore-turns", "1", "--base-url", server.base_url,
                     "--tasks-out", tmp_path / "tasks.jsonl", "--trajectories-out", tmp_path / "traj.jsonl",
                     "-o", tmp_path / "streams.jsonl")
@@ -120,15 +120,15 @@ def test_a_full_stream_runs_on_the_embedded_model(llm_env, tmp_path, domain_file
     """plan -> tasks -> task verification -> rollouts -> trajectory verification -> reflection -> revised
     plan on SmolLM2 (minutes on a loaded 2-core machine: slow; the recorded-reply streams above and the
     embedded rollout below cover the path by default). Asserts that every stage's record is kept, not quality."""
-    small = ["--max-tokens", "128", "--assistant-max-tokens", "24", "--user-max-tokens", "24", "--max-turns", "2",
+    small = ["--agent-max-tokens", "128", "--assistant-max-tokens", "24", "--user-max-tokens", "24", "--max-turns", "2",
              "--max-user-turns", "1"]
-    invoke("evolve-plans", domain_file, "--plans", "1", "--max-tokens", "128", "-o", tmp_path / "plans.jsonl",
+    invoke("evolve", "plans", domain_file, "--plans", "1", "--agent-max-tokens", "128", "-o", tmp_path / "plans.jsonl",
            "--rejects", tmp_path / "plan-rejects.jsonl")
     plans = read(tmp_path / "plans.jsonl")
     assert len(plans) + len(read(tmp_path / "plan-rejects.jsonl")) == 1  # nothing lost
     if not plans:  # the tiny model's plan did not parse: the stream starts from the bundled seed plan
-        (tmp_path / "plans.jsonl").write_text(invoke("sample-domain", "--what", "plan").output)
-    invoke("evolve", tmp_path / "plans.jsonl", "--domains", domain_file, "--iterations", "1", "--tasks-per-plan", "1",
+        (tmp_path / "plans.jsonl").write_text(invoke("evolve", "sample-domain", "--what", "plan").output)
+    invoke("evolve", "run", tmp_path / "plans.jsonl", "--domains", domain_file, "--iterations", "1", "--tasks-per-plan", "1",
            "--explore-turns", "1", "--tool-choice", "first-required", *small, "--tasks-out", tmp_path / "tasks.jsonl",
            "--trajectories-out", tmp_path / "traj.jsonl", "-o", tmp_path / "streams.jsonl",
            "--rejects", tmp_path / "rejects.jsonl")
@@ -150,14 +150,14 @@ def test_a_full_stream_runs_on_the_embedded_model(llm_env, tmp_path, domain_file
 def test_a_rollout_with_the_user_simulator_runs_on_the_embedded_model(llm_env, tmp_path, domain_file):
     """The assistant (forced to call a tool first) and the user simulator are both SmolLM2; the checker
     scores the final state. Asserts the records, not quality."""
-    (tmp_path / "plan.jsonl").write_text(invoke("sample-domain", "--what", "plan").output)
-    (tmp_path / "seed.jsonl").write_text(invoke("sample-domain", "--what", "tasks").output.splitlines()[0] + "\n")
-    invoke("verify-tasks", tmp_path / "seed.jsonl", "--plans", tmp_path / "plan.jsonl", "--domains", domain_file,
+    (tmp_path / "plan.jsonl").write_text(invoke("evolve", "sample-domain", "--what", "plan").output)
+    (tmp_path / "seed.jsonl").write_text(invoke("evolve", "sample-domain", "--what", "tasks").output.splitlines()[0] + "\n")
+    invoke("evolve", "verify-tasks", tmp_path / "seed.jsonl", "--plans", tmp_path / "plan.jsonl", "--domains", domain_file,
            "--no-judge-tasks", "-o", tmp_path / "verified.jsonl")
-    invoke("evolve-rollout", tmp_path / "verified.jsonl", "--domains", domain_file, "--tool-choice", "first-required",
+    invoke("evolve", "rollout", tmp_path / "verified.jsonl", "--domains", domain_file, "--tool-choice", "first-required",
            "--max-turns", "1", "--max-user-turns", "1", "--assistant-max-tokens", "16", "--user-max-tokens", "16",
            "-o", tmp_path / "traj.jsonl")
-    invoke("verify-trajectories", tmp_path / "traj.jsonl", "--tasks", tmp_path / "verified.jsonl", "--plans",
+    invoke("evolve", "verify", tmp_path / "traj.jsonl", "--tasks", tmp_path / "verified.jsonl", "--plans",
            tmp_path / "plan.jsonl", "--no-judge-trajectories", "-o", tmp_path / "verified-traj.jsonl")
     [trajectory] = read(tmp_path / "verified-traj.jsonl")
     validate(trajectory, "trajectory")

@@ -125,7 +125,8 @@ def test_an_unreachable_server_is_a_reject_not_a_crash(tmp_path):
     result = invoke("normalize", sources, "--rejects", rejects)
     assert result.stdout == ""
     reasons = [r["reason"] for r in read_jsonl(rejects)]
-    assert len(reasons) == 2 and "source: cannot tell the source format" in reasons[1]
+    assert len(reasons) == 2 and reasons[0].startswith("unreachable:") and "no such file" in reasons[0].lower()
+    assert "source: cannot tell the source format" in reasons[1]
 
 
 def test_a_source_can_expose_only_some_tools():

@@ -27,8 +27,12 @@ usage, and exits with:
     2  usage error (click)
     3  some records failed internally (rejected as `error: ...`; --debug shows tracebacks)
 
-The function's parameters are bound by name: `record` (first), `config`, `llm`, `stage` and every
-name in `uses`.
+The function's parameters are bound by name: `record` (first), `config`, `llm`, `user` (with
+`user_llm=True`: the user simulator's client, --user-base-url/--user-model, env ASTRA_USER_LLM_*,
+defaulting to the main endpoint), `stage` and every name in `uses`. With `batch=N` the function gets
+a list of up to N records and returns one result per record (outputs, or an exception to reject it).
+`flags=` names the config fields that become flags; the rest are set with --config FILE (one YAML
+file can then configure every command of a pipeline).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from astra_core.stage import Stage, StageError
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
-Opener = Callable[[Any], contextlib.AbstractContextManager]  # config -> context manager of a resource
+Opener = Callable[[Any, Any], contextlib.AbstractContextManager]  # (config, stage options) -> a resource
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class StageSpec:
     writes: str | None
     config: type | None
     llm: bool
+    user_llm: bool = False
+    requires: tuple[tuple[str, str | None], ...] = ()
+    """(flag, record kind) of each file the command cannot run without (an opener's `requires`: [(field, kind)])."""
 
     @property
     def reads_name(self) -> str | None:
@@ -71,13 +78,18 @@ class StageSpec:
 
 
 def stage_command(group: click.Group, name: str, *, reads: str | dict | None = None, writes: str | None = None,
-                  config: type | None = None, llm: bool = False, uses: dict[str, Opener] | None = None,
-                  derive_ids: bool = False, concurrency: int | None = None) -> Callable:
+                  config: type | None = None, flags: tuple[str, ...] | None = None,
+                  llm: bool | Callable[[Any], bool] = False,
+                  user_llm: bool = False, uses: dict[str, Opener] | None = None, derive_ids: bool = False,
+                  concurrency: int | None = None, batch: int | None = None) -> Callable:
     """Register `fn` as the stage command `name` of `group` (see the module docstring); returns `fn`."""
     uses = dict(uses or {})
+    run = _Run(uses=uses, derive_ids=derive_ids, concurrency=concurrency, batch=batch)
 
     def decorate(fn: Callable) -> Callable:
-        spec = StageSpec(name, reads, writes, config, llm)
+        requires = tuple((_flag(config, field), kind) for opener in uses.values()
+                         for field, kind in getattr(opener, "requires", ()))
+        spec = StageSpec(name, reads, writes, config, bool(llm) or user_llm, user_llm, requires)
         parameters = list(inspect.signature(fn).parameters)[1:]
 
         def command(**kwargs: Any) -> None:
@@ -90,9 +102,11 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
             try:
                 values = pop_values(config, kwargs) if config else {}
                 settings = load_config(config, config_file, values) if config else None
-                llm_config = llm_config_from(kwargs) if llm else None
-                stage = _run(fn, title, options, spec, settings, llm_config, uses, parameters, derive_ids,
-                             concurrency)
+                llm_config = llm_config_from(kwargs) if spec.llm else None
+                if callable(llm) and not llm(settings):  # e.g. verify-chains --no-coherence asks no LLM
+                    llm_config = None
+                user_config = _user_config(kwargs, llm_config) if user_llm else None
+                stage = run(fn, title, options, spec, settings, llm_config, user_config, parameters)
             except (RecordError, StageError, ConfigError, FileNotFoundError, OSError) as exc:
                 if debug:
                     raise
@@ -103,10 +117,12 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
 
         command.__doc__ = _help(fn, spec)
         decorated = click.option("--debug", is_flag=True, help="Show tracebacks of errors.")(command)
-        if llm:
+        if user_llm:
+            decorated = _user_llm_options(decorated)
+        if spec.llm:
             decorated = llm_options(decorated)
         if config is not None:
-            decorated = config_options(config)(decorated)
+            decorated = config_options(config, only=flags)(decorated)
             decorated = click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
                                      help="YAML file of config fields (flags override it).")(decorated)
         decorated = stage_options(decorated)
@@ -117,47 +133,103 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
     return decorate
 
 
-def _run(fn, title, options, spec, settings, llm_config, uses, parameters, derive_ids, concurrency) -> Stage:
-    from astra_core.llm import LLMClient, LLMError
+@dataclass(frozen=True)
+class _Run:
+    """How a declared stage runs its function over the records."""
 
-    with contextlib.ExitStack() as stack:
-        resources = {key: stack.enter_context(opener(settings)) for key, opener in uses.items()}
-        stage = stack.enter_context(Stage(title, options, in_kind=spec.reads, out_kind=spec.writes,
-                                          derive_ids=derive_ids))
-        bound = {"config": settings, "stage": stage, **resources}
-        if not inspect.iscoroutinefunction(fn):
-            stage.run(lambda record: fn(record, **{p: bound[p] for p in parameters}))
+    uses: dict[str, Opener]
+    derive_ids: bool
+    concurrency: int | None
+    batch: int | None
+
+    def __call__(self, fn, title, options, spec, settings, llm_config, user_config, parameters) -> Stage:
+        with contextlib.ExitStack() as stack:
+            opened = {key: opener(settings, options) for key, opener in self.uses.items()}
+            # An async resource (e.g. MCP server connections) lives on the event loop of the run: entered there.
+            later = {key: cm for key, cm in opened.items() if hasattr(cm, "__aenter__")}
+            resources = {key: stack.enter_context(cm) for key, cm in opened.items() if key not in later}
+            stage = stack.enter_context(Stage(title, options, in_kind=spec.reads, out_kind=spec.writes,
+                                              derive_ids=self.derive_ids))
+            bound = {"config": settings, "stage": stage, **resources}
+
+            def call(record):
+                return fn(record, **{p: bound[p] for p in parameters})
+
+            if self.batch:
+                stage.run_batched(call, self.batch)
+            elif not inspect.iscoroutinefunction(fn):
+                bound.setdefault("llm", None)
+                stage.run(call)
+            else:
+                asyncio.run(self._arun(call, stage, bound, llm_config, user_config, later))
             return stage
 
-        async def go() -> None:
-            async with contextlib.AsyncExitStack() as clients:
-                if llm_config is not None:
-                    try:
-                        bound["llm"] = await clients.enter_async_context(LLMClient(llm_config))
-                        stage.provenance(model=await bound["llm"].model(), seed=llm_config.seed)
-                    except LLMError as exc:
-                        raise StageError(str(exc)) from exc
-                width = concurrency or (llm_config.concurrency if llm_config else 8)
-                await stage.arun(lambda record: fn(record, **{p: bound[p] for p in parameters}), concurrency=width)
-                if "llm" in bound:
-                    stage.stats["llm"] = str(bound["llm"].usage)
+    async def _arun(self, call, stage, bound, llm_config, user_config, later) -> None:
+        from astra_core.llm import LLMClient, LLMError
 
-        asyncio.run(go())
-        return stage
+        async with contextlib.AsyncExitStack() as clients:
+            for key, resource in later.items():
+                bound[key] = await clients.enter_async_context(resource)
+            for key, client_config in (("llm", llm_config), ("user", user_config)):
+                if client_config is None:
+                    continue
+                try:
+                    bound[key] = await clients.enter_async_context(LLMClient(client_config))
+                    if key == "llm":
+                        stage.provenance(model=await bound["llm"].model(), seed=client_config.seed)
+                except LLMError as exc:
+                    raise StageError(str(exc)) from exc
+            bound.setdefault("llm", None)
+            width = self.concurrency or (llm_config.concurrency if llm_config else 8)
+            try:
+                await stage.arun(call, concurrency=width)
+            finally:
+                for key, label in (("llm", "llm"), ("user", "user_llm")):
+                    if bound.get(key) is not None:
+                        stage.stats[label] = str(bound[key].usage)
 
 
-def side_records(field: str, kind: str) -> Opener:
-    """A resource: the records of the JSONL file a config field names, by id ({} when the field is unset);
+def _user_llm_options(f: Callable) -> Callable:
+    f = click.option("--user-model", envvar="ASTRA_USER_LLM_MODEL",
+                     help="The user simulator's model [env ASTRA_USER_LLM_MODEL; default: --model]")(f)
+    return click.option("--user-base-url", envvar="ASTRA_USER_LLM_BASE_URL",
+                        help="The user simulator's endpoint [env ASTRA_USER_LLM_BASE_URL; default: --base-url]")(f)
+
+
+def _user_config(kwargs: dict, llm_config):
+    import dataclasses
+
+    base_url, model = kwargs.pop("user_base_url", None), kwargs.pop("user_model", None)
+    return dataclasses.replace(llm_config, base_url=base_url or llm_config.base_url,
+                               model=model or (None if base_url else llm_config.model))
+
+
+def side_records(field: str, kind: str | None, *, required: bool = False) -> Opener:
+    """A resource: the records of the JSONL file(s) a config field names, by id ({} when the field is unset);
     e.g. `uses={"samples": side_records("samples", "rl_sample")}` for a `--samples FILE` join."""
 
     @contextlib.contextmanager
-    def open_records(config: Any):
+    def open_records(config: Any, options: Any = None):
         from astra_core.jsonl import read_jsonl
 
-        path = getattr(config, field)
-        yield {record["id"]: record for record in read_jsonl(path, kind=kind)} if path else {}
+        value = getattr(config, field)
+        paths = [value] if isinstance(value, str) else list(value or [])
+        if required and not paths:
+            raise StageError(f"--{_flag(config, field)} FILE is required")
+        yield {record["id"]: record for path in paths for record in read_jsonl(path, kind=kind)}
+
+    if required:
+        open_records.requires = [(field, kind)]
 
     return open_records
+
+
+def _flag(config: Any, field: str) -> str:
+    """The flag of a config field (`config` a dataclass or its instance)."""
+    import dataclasses
+
+    spec = next((f for f in dataclasses.fields(config) if f.name == field), None)
+    return (spec.metadata.get("flag") if spec else None) or field.replace("_", "-")
 
 
 def command_path(ctx: click.Context) -> str:

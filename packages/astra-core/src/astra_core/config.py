@@ -171,15 +171,15 @@ def flag_name(spec: dataclasses.Field) -> str:
 
 
 def config_options(cls: type, only: Iterable[str] | None = None, exclude: Iterable[str] = ()) -> Callable:
-    """Click options for the fields of `cls` (all, `only` these, or all but `exclude`). An unset flag is
-    None, so it does not override the YAML file."""
+    """Click options for the knob() fields of `cls` (all, `only` these, or all but `exclude`). An unset flag
+    is None, so it does not override the YAML file."""
     hints = field_types(cls)
     only, exclude = (set(only) if only is not None else None), set(exclude)
 
     def decorate(f: Callable) -> Callable:
         for spec in reversed(dataclasses.fields(cls)):
-            if (only is not None and spec.name not in only) or spec.name in exclude:
-                continue
+            if (only is not None and spec.name not in only) or spec.name in exclude or "help" not in spec.metadata:
+                continue  # a field that is not a knob() is set by code, not by flags
             f = _option(spec, _base_type(hints[spec.name]))(f)
         return f
 

@@ -328,6 +328,30 @@ class Stage:
             self.emit(outputs, record)
         return self.counts
 
+    def run_batched(self, fn: Callable[[list[dict]], list], size: int) -> Counts:
+        """Apply `fn` to batches of up to `size` records; it returns one result per record (its outputs,
+        or an exception to reject that record)."""
+        batch: list[dict] = []
+        for record in self.inputs():
+            batch.append(record)
+            if len(batch) >= size:
+                self._finish_batch(fn, batch)
+                batch = []
+        if batch:
+            self._finish_batch(fn, batch)
+        return self.counts
+
+    def _finish_batch(self, fn: Callable[[list[dict]], list], batch: list[dict]) -> None:
+        try:
+            results = fn(batch)
+        except Exception as exc:  # noqa: BLE001 - the whole batch failed: each record is rejected with why
+            results = [exc] * len(batch)
+        for record, result in zip(batch, results, strict=True):
+            if isinstance(result, BaseException):
+                self._fail(record, result)
+            else:
+                self.emit(result, record)
+
     async def arun(self, fn: Callable[[dict], Awaitable[dict | list[dict] | None]], concurrency: int = 8) -> Counts:
         """Apply async `fn` to every input with up to `concurrency` in flight; output keeps input order."""
         window: collections.deque[asyncio.Task] = collections.deque()

@@ -9,7 +9,7 @@ observations are invisible to it. It ends the episode with a stop token:
 - `###TRANSFER###`     the assistant handed the user over to a human agent,
 - `###OUT-OF-SCOPE###` the request cannot be served here / the user is asked for what it doesn't know.
 
-Used by astra-toolgraph's `evolve-rollout` (async, `simulate_user`) and by astra-grpo's episodes (sync,
+Used by astra-toolgraph's `evolve rollout` (async, `simulate_user`) and by astra-grpo's episodes (sync,
 `UserSimulator`). It lives in astra-core so the trainer does not need the data-synthesis package.
 """
 

@@ -67,7 +67,7 @@ RUN_REQUEST = {
 
 
 @contextlib.contextmanager
-def _pool_of(config: PoolConfig):
+def _pool_of(config: PoolConfig, options=None):
     with open_pool(config, config.pool_size) as pool:
         yield pool
 

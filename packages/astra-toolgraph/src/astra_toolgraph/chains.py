@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
@@ -14,9 +15,9 @@ from astra_toolgraph.replies import chains_from_text, json_or_text
 
 @dataclass
 class SynthesisConfig:
-    chains_per_request: int = 4  # (task, chain) pairs asked for in one request
-    requests: int = 1  # requests per server (with distinct seeds): the multiset C(s) grows with both
-    max_chain_length: int = 8  # longer proposed chains are cut to this many tools
+    chains_per_request: int = knob(4, "(task, chain) pairs asked for in one request.")
+    requests: int = knob(1, "Requests per server, with distinct seeds (the multiset C(s) grows with both).")
+    max_chain_length: int = knob(8, "Longer proposed chains are cut to this many tools.")
 
 
 def chain_record(server_id: str, tools: list[str], *, origin: str, task: str | None, parent: dict, salt=None,

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient
 from astra_core.records import stable_id
 from jsonschema import Draft202012Validator
@@ -34,9 +35,11 @@ FAILURES = (
 
 @dataclass
 class EmulatorConfig:
-    failure_rate: float = 0.2  # probability that a call fails (timeout or unreachable)
-    seed: int = 0
-    max_tokens: int | None = None  # cap on an emulated output's length (None: the client's default)
+    failure_rate: float = knob(0.2, "Emulated calls that fail (timeout or unreachable); the paper uses 20%.",
+                               flag="emulator-failure-rate")
+    seed: int = knob(0, "Seed of the emulator's failure draws.", flag="emulator-seed")
+    max_tokens: int | None = knob(None, "Cap on an emulated output's tokens (unset: the client's default).",
+                                  flag="emulator-max-tokens")
 
 
 def _read_only(tool: dict) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.stage import Rejected
 
 from astra_toolgraph.schema_map import Unmappable, to_parameters
@@ -20,8 +21,8 @@ PLACEHOLDERS = {"", "todo", "tbd", "n/a", "na", "none", "null", "description", "
 
 @dataclass
 class FilterConfig:
-    min_tools: int = 3  # servers with fewer usable tools rarely support multi-turn workflows
-    min_description_words: int = 3  # shorter descriptions rarely say what a tool does
+    min_tools: int = knob(3, "Reject servers left with fewer usable tools (they rarely support multi-turn work).")
+    min_description_words: int = knob(3, "Drop tools whose description is shorter (a vague description).")
 
 
 def words(text: str) -> list[str]:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.records import new_record
 
 from astra_toolgraph.dependency import MATCH_THRESHOLD, feeds
@@ -19,10 +20,10 @@ from astra_toolgraph.dependency import MATCH_THRESHOLD, feeds
 
 @dataclass
 class GraphConfig:
-    schema_edges: bool = True  # add LLM-free edges from schema dependencies
-    schema_weight: float = 1.0  # weight a schema edge adds (an LLM chain pair adds 1 per occurrence)
-    match_threshold: float = MATCH_THRESHOLD  # minimum field->parameter match score for a schema edge
-    llm_edges: bool = True  # count consecutive pairs of the synthesized chains
+    schema_edges: bool = knob(True, "Add LLM-free edges where an output field feeds a required parameter.")
+    schema_weight: float = knob(1.0, "Weight a schema edge adds (a synthesized chain pair adds 1 per occurrence).")
+    match_threshold: float = knob(MATCH_THRESHOLD, "Least field->parameter match score of a schema edge.")
+    llm_edges: bool = knob(True, "Count consecutive pairs of the synthesized chains (--chains) as edges.")
 
 
 def pair_counts(chains: Iterable[list[str]], tool_names: set[str]) -> Counter:

@@ -17,6 +17,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 
@@ -29,14 +30,15 @@ TOOL_CHOICES = ("auto", "required", "first-required", "none")
 
 @dataclass
 class RolloutConfig:
-    max_turns: int = 8  # assistant turns before the episode is cut
-    tool_choice: str = "auto"  # auto | required | first-required | none
-    parallel_calls: bool = True  # run the calls of one turn concurrently
-    samples: int = 1  # trajectories per task
-    system_prompt: str = prompts.AGENT_SYSTEM
-    emulate_live: bool = False  # emulate deployed servers too (no real calls)
-    emulator: EmulatorConfig | None = None
-    max_observation_chars: int = 4000  # longer tool outputs are cut (the policy's context is finite)
+    max_turns: int = knob(8, "Assistant turns before the episode is cut.")
+    tool_choice: str = knob("auto", "OpenAI tool_choice; first-required obliges a call on the first turn only.",
+                            choices=TOOL_CHOICES)
+    parallel_calls: bool = knob(True, "Run the calls of one turn concurrently.")
+    samples: int = knob(1, "Trajectories per task.")
+    system_prompt: str = knob(prompts.AGENT_SYSTEM, "The agent's system message.")
+    emulate_live: bool = knob(False, "Emulate deployed servers too (no real calls).")
+    max_observation_chars: int = knob(4000, "Longer tool outputs are cut (the policy's context is finite).")
+    emulator: EmulatorConfig | None = None  # (no flag: a command sets it from its --emulator-... knobs)
 
     def __post_init__(self) -> None:
         if self.tool_choice not in TOOL_CHOICES:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from astra_core.config import check, knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
@@ -32,20 +33,25 @@ AXES = ("diversity", "complexity", "persona")
 
 @dataclass
 class TaskConfig:
-    per_chain: int = 1  # chain-conditioned tasks per chain
-    per_server: int = 2  # server-only tasks per server
-    min_words: int = 4  # shorter generated questions are discarded
+    per_chain: int = knob(1, "Chain-conditioned tasks per chain.")
+    per_server: int = knob(2, "Server-only tasks per server.")
+    min_words: int = knob(4, "Shorter generated questions are discarded.")
 
 
 @dataclass
 class AugmentConfig:
-    axes: tuple[str, ...] = AXES
-    keep_original: bool = True  # output the original task too (the augmented set is T ∪ A(T))
-    check_language: bool = True  # drop a rewrite whose language differs from the original's
-    check_intent: bool = True  # drop a rewrite an LLM judges to change the intent
-    personas: tuple[str, ...] = field(default=PERSONAS)
-    seed: int = 0
-    attempts: int = 3  # intent-check replies tried before an unparseable verdict drops the rewrite
+    axes: list[str] = knob(list(AXES), "Rewrite axes: diversity, complexity, persona.")
+    keep_original: bool = knob(True, "Output the original task too (the augmented set is T ∪ A(T)).")
+    check_language: bool = knob(True, "Drop a rewrite whose language differs from the original's.",
+                                flag="language-check")
+    check_intent: bool = knob(True, "Drop a rewrite an LLM judges to change the intent.", flag="intent-check")
+    personas: list[str] = knob(list(PERSONAS), "Personas the persona axis draws from.")
+    seed: int = knob(0, "Seed of the persona draws.", flag="persona-seed")
+    attempts: int = knob(3, "Intent-check replies tried before an unparseable verdict drops the rewrite.")
+
+    def validate(self) -> None:
+        check(not set(self.axes) - set(AXES), "axes", f"unknown {sorted(set(self.axes) - set(AXES))}; "
+                                                      f"choose from {', '.join(AXES)}")
 
 
 def task_record(parent: dict, server_id: str, question: str, *, origin: str, chain: list[str] | None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.stage import Rejected
 
@@ -33,10 +34,11 @@ LITERAL_ID = re.compile(r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{3,}\b")
 
 @dataclass
 class VerifyConfig:
-    dependency: bool = True  # run the LLM-free dependency check
-    coherence: bool = True  # run the LLM task-chain coherence check
-    match_threshold: float = MATCH_THRESHOLD
-    attempts: int = 3  # judge replies tried (an unparseable one is shown the error) before the chain is rejected
+    dependency: bool = knob(True, "Run the LLM-free dependency check.")
+    coherence: bool = knob(True, "Run the LLM task-chain coherence check.")
+    match_threshold: float = knob(MATCH_THRESHOLD, "Least field->parameter match score of a dependency.")
+    attempts: int = knob(3, "Judge replies tried per chain (an unparseable one is shown the error) before the "
+                            "chain is rejected.")
 
 
 def dependency_check(server: dict, chain: list[str], task: str | None,

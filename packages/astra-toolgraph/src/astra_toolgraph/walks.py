@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from astra_core.config import knob
+
 import numpy as np
 
 REDRAWS = 4  # acyclic: redraws before the exact draw among unvisited successors
@@ -27,13 +29,14 @@ REDRAWS = 4  # acyclic: redraws before the exact draw among unvisited successors
 
 @dataclass
 class WalkConfig:
-    walks: int = 32  # walks started per graph (before dropping short ones and deduplicating)
-    min_length: int = 2  # fewest tools in a kept walk
-    max_length: int = 5  # most tools in a walk
-    acyclic: bool = False  # never revisit a tool within a walk
-    seed: int = 0
-    start: str = "uniform"  # uniform | weighted: start tool uniform over tools with successors, or by out-weight
-    dedup: bool = True  # keep each distinct walk once (with how often it was drawn)
+    walks: int = knob(32, "Walks started per graph (before short ones are dropped and duplicates merged).")
+    min_length: int = knob(2, "Fewest tools in a kept walk.")
+    max_length: int = knob(5, "Most tools in a walk.")
+    acyclic: bool = knob(False, "Never revisit a tool within a walk.")
+    seed: int = knob(0, "Seed of the walks.")
+    start: str = knob("uniform", "Start tool: uniform over tools with successors, or weighted by out-weight.",
+                      choices=("uniform", "weighted"))
+    dedup: bool = knob(True, "Keep each distinct walk once (with how often it was drawn).")
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_length <= self.max_length:
