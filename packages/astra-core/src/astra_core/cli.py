@@ -85,7 +85,8 @@ def view(files, output, serve_, port, title) -> None:
         return
     entries = viewer.load(files)
     output.write(render(entries, title))
-    click.echo(f"view: {viewer.counts(entries, len(files)).text()} -> {output.name}", err=True)
+    target = "<stdout>" if output.name == "-" else output.name
+    click.echo(f"view: {viewer.counts(entries, len(files)).text()} -> {target}", err=True)
 
 
 def _serve_view(files: list[str], port: int, title: str) -> None:
