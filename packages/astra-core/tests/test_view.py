@@ -12,14 +12,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from astra_core.cli import main
 from astra_core.formats_doc import example
 from astra_core.records import KINDS
 from astra_core.view import load
 from astra_core.view.report import render
 from astra_core.view.serve import Index, make_server
+from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[3]
 ASTRA_CORE = str(Path(sys.executable).parent / "astra-core")

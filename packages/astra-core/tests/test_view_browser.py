@@ -8,13 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
-
 from astra_core.formats_doc import example
 from astra_core.records import KINDS
 from astra_core.view import load
 from astra_core.view.report import render
 from astra_core.view.serve import Index, make_server
+from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("screenshot_report", ROOT / "scripts" / "screenshot_report.py")
@@ -173,8 +172,8 @@ def test_filters_sorting_and_the_compare_view(browser, tmp_path):
     rows.nth(1).locator("a.compare-link").click()
     columns = page.locator(".compare .column")
     expect(columns).to_have_count(2)
-    expect(columns.nth(0).locator(".heading .where")).to_have_text("%s:1" % sft)
-    expect(columns.nth(1).locator(".heading .where")).to_have_text("%s:1" % rl)
+    expect(columns.nth(0).locator(".heading .where")).to_have_text(f"{sft}:1")
+    expect(columns.nth(1).locator(".heading .where")).to_have_text(f"{rl}:1")
     expect(columns.nth(1).locator(".transcript")).to_contain_text("RL version")
     assert page.errors == []
 
