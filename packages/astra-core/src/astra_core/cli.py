@@ -74,7 +74,7 @@ def print_schema(kind: str) -> None:
 @click.option("--serve", "serve_", is_flag=True,
               help="Serve the report on 127.0.0.1 instead, its records fetched page by page (for large files).")
 @click.option("--port", type=int, default=8765, show_default=True, help="Port for --serve; 0 picks a free one.")
-@click.option("--title", default="ASTRA records", show_default=True)
+@click.option("--title", default="ASTRA records", show_default=True, help="The page's title.")
 def view(files, output, serve_, port, title) -> None:
     """Browse records of any kinds, and rejects, in one self-contained HTML page (FILES may be - for stdin)."""
     from astra_core import view as viewer
