@@ -105,6 +105,25 @@ def test_every_kind_has_its_own_view(browser, tmp_path):
     assert page.errors == []
 
 
+def test_verdicts_judge_errors_and_the_eval_item_link(browser, tmp_path):
+    verified = trajectory("bfcl/multi_turn_base/multi_turn_base_0/0", scores={
+        "overall": None, "FA": None, "judge_errors": {"FA": "reply was not JSON"},
+        "details": {"QU": {"score": 1, "reason": "clear question"}}, "QU": 1},
+        verification={"verdict": "FAIL", "rationale": "the order was never placed", "attribution": "TRAJECTORY"})
+    path = write_lines(tmp_path / "mixed.jsonl", verified, example("eval_result"))
+    page = shots.open_report(browser, report(tmp_path, path), "/entry/0")
+    expect(page.locator(".verdict .badge.bad")).to_have_text("FAIL")
+    expect(page.locator(".verdict")).to_contain_text("attribution: TRAJECTORY")
+    expect(page.locator("blockquote")).to_contain_text("the order was never placed")
+    expect(page.locator("table.scores tr", has_text="FA").locator(".error")).to_have_text("reply was not JSON")
+    expect(page.locator("table.scores tr", has_text="QU")).to_contain_text("clear question")
+    page.evaluate("location.hash = '#/entry/1'")
+    expect(page.locator(".heading .badge.kind")).to_have_text("eval_result")
+    page.get_by_role("link", name=f"trajectory bfcl/multi_turn_base/multi_turn_base_0/0 ({path})").click()
+    expect(page.locator(".heading .badge.kind")).to_have_text("trajectory")
+    assert page.errors == []
+
+
 def test_environment_code_is_highlighted_and_its_checks_shown(browser, tmp_path):
     page = shots.open_report(browser, report(tmp_path, write_lines(tmp_path / "e.jsonl", example("environment"))),
                              "/entry/0")
