@@ -190,7 +190,8 @@ def test_cli_as_a_process_writes_html_to_stdout(examples):
 
 def test_cli_fails_clearly_on_a_missing_file(tmp_path):
     result = CliRunner().invoke(main, ["view", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "r.html")])
-    assert result.exit_code != 0
+    assert result.exit_code == 2 and "nope.jsonl' does not exist" in result.stderr
+    assert not (tmp_path / "r.html").exists()
 
 
 # -- --serve ----------------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def print_schema(kind: str) -> None:
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="report.html",
               show_default=True, help="The HTML report ('-' for stdout).")
 @click.option("--serve", "serve_", is_flag=True,
