@@ -105,6 +105,18 @@ def test_every_kind_has_its_own_view(browser, tmp_path):
     assert page.errors == []
 
 
+@pytest.mark.parametrize("odd", ["<b>x</b>", 7, None, [1, "a"], [None, [None]], {"k": []}], ids=repr)
+def test_fields_of_unexpected_types_never_break_a_view(browser, tmp_path, odd):
+    broken = [{**example(kind), **{k: odd for k in example(kind) if k != "id"}} for kind in KINDS]
+    page = shots.open_report(browser, report(tmp_path, write_lines(tmp_path / "odd.jsonl", *broken)))
+    for index in range(len(KINDS)):
+        page.evaluate(f"location.hash = '#/entry/{index}'")
+        expect(page.locator(".heading .where")).to_have_text(f"{tmp_path / 'odd.jsonl'}:{index + 1}")
+        expect(page.locator("#detail details.raw")).to_have_count(1)
+        assert page.locator("#detail .warning", has_text="could not draw").count() == 0, KINDS[index]
+    assert page.errors == []
+
+
 def test_verdicts_judge_errors_and_the_eval_item_link(browser, tmp_path):
     verified = trajectory("bfcl/multi_turn_base/multi_turn_base_0/0", scores={
         "overall": None, "FA": None, "judge_errors": {"FA": "reply was not JSON"},

@@ -79,7 +79,8 @@ def title(record: dict) -> str:
             return record[key][:_TITLE_LENGTH]
     if isinstance(record.get("tools"), list) and all(isinstance(tool, str) for tool in record["tools"]):
         return " → ".join(record["tools"])[:_TITLE_LENGTH]
-    for message in record.get("messages") or []:
+    messages = record.get("messages")
+    for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
             return message["content"][:_TITLE_LENGTH]
     return ""

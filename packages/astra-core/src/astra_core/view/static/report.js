@@ -34,6 +34,9 @@
     return JSON.stringify(value);
   }
 
+  function list(value) { return Array.isArray(value) ? value : []; }
+  function obj(value) { return value && typeof value === "object" && !Array.isArray(value) ? value : {}; }
+
   function cssName(text) { return String(text).toLowerCase().replace(/[^a-z0-9_-]/g, "_"); }
 
   // A string, truncated past LIMIT characters with a button that shows all of it.
@@ -331,7 +334,8 @@
   }
 
   function toolCall(call) {
-    const fn = call.function || call;
+    call = obj(call);
+    const fn = obj(call.function || call);
     const args = typeof fn.arguments === "string" ? fn.arguments : JSON.stringify(fn.arguments);
     const parsed = parseMaybe(fn.arguments);
     const brief = args == null ? "" : args.length > 80 ? args.slice(0, 80) + "…" : args;
@@ -353,7 +357,7 @@
       m.reasoning_content ? reasoning(m.reasoning_content) : null,
       m.reasoning ? reasoning(m.reasoning) : null,
       role === "tool" && observation !== undefined && typeof observation === "object" ? jsonBlock(observation) : contentNodes(m.content),
-      (m.tool_calls || []).map(toolCall),
+      list(m.tool_calls).map(toolCall),
       m.error != null ? h("div", {class: "error"}, "error: ", longText(m.error, "span")) : null,
       extra.length ? h("details", {class: "extra"}, h("summary", null, "more fields"),
         jsonBlock(Object.fromEntries(extra.map((k) => [k, m[k]])))) : null);
@@ -418,7 +422,7 @@
 
   function parametersCell(spec) {
     const props = (spec && spec.properties) || {};
-    const required = new Set((spec && spec.required) || []);
+    const required = new Set(list(spec && spec.required));
     const names = Object.keys(props);
     if (!names.length) return "—";
     return h("ul", {class: "params"}, names.map((name) => h("li", null, h("code", null, name + (required.has(name) ? "*" : "")),
@@ -451,7 +455,7 @@
     if (!meta || !Array.isArray(meta.provenance) || !meta.provenance.length) return null;
     return h("details", {class: "provenance"}, h("summary", null, `provenance (${meta.provenance.length} steps)` +
       (meta.parent_id != null ? ` · parent ${meta.parent_id}` : "")),
-      table(["command", "version", "model", "seed", "time"], meta.provenance.map((s) =>
+      table(["command", "version", "model", "seed", "time"], meta.provenance.map(obj).map((s) =>
         [show(s.command), show(s.version), show(s.model), show(s.seed), show(s.time)])));
   }
 
@@ -459,6 +463,7 @@
 
   function decompositionTree(trace) {
     if (!Array.isArray(trace)) return null;
+    trace = trace.map(obj);
     const key = (node) => node._uuid != null ? node._uuid : node.id;
     const deps = (node) => node.dependency == null ? [] : [].concat(node.dependency);
     const known = new Set(trace.map(key));
@@ -474,7 +479,7 @@
 
   function verifiedCalls(calls) {
     if (!Array.isArray(calls)) return null;
-    return table(["sub", "tool", "arguments", "expected", "observation", "check"], calls.map((c) => {
+    return table(["sub", "tool", "arguments", "expected", "observation", "check"], calls.map(obj).map((c) => {
       const ok = c.expected != null && typeof c.observation === "string" && c.observation.includes(String(c.expected));
       return [show(c.sub_id), h("code", null, show(c.tool)), h("code", null, JSON.stringify(c.arguments)),
         show(c.expected), longText(show(c.observation), "code"), badge(ok ? "✓ found" : "✗ not found", ok ? "good" : "bad")];
@@ -490,14 +495,14 @@
         ["outcome", outcome ? h("span", null, Object.entries(outcome).map(([k, v]) => badge(`${k}: ${show(v)}`))) : null],
         ["analysis", rev.analysis != null ? longText(rev.analysis) : null]]),
       Array.isArray(rev.failures) && rev.failures.length ? table(["stage", "id", "attribution", "rationale"],
-        rev.failures.map((f) => [show(f.stage), refLink(f.id), badge(show(f.attribution), "bad"), longText(show(f.rationale), "span")])) : null);
+        rev.failures.map(obj).map((f) => [show(f.stage), refLink(f.id), badge(show(f.attribution), "bad"), longText(show(f.rationale), "span")])) : null);
   }
 
   const RENDERERS = {
     trajectory: {keys: ["task_id", "messages", "tools", "scores", "verification"], render: (r) => [
       fields([["task", refLink(r.task_id, ["task"])]]),
       verificationPanel(r.verification), scoresPanel(r.scores), transcript(r.messages),
-      section(`tools (${(r.tools || []).length})`, h("details", null, h("summary", null, (r.tools || []).map(toolName).join(", ")), toolsTable(r.tools)))]},
+      section(`tools (${list(r.tools).length})`, h("details", null, h("summary", null, list(r.tools).map(toolName).join(", ")), toolsTable(r.tools)))]},
     rollout: {keys: ["sample_id", "group", "step", "messages", "reward", "reward_components", "num_turns", "num_tool_calls", "finish_reason"], render: (r) => [
       h("div", {class: "reward"}, "reward ", h("b", null, show(r.reward))),
       fields([["sample", refLink(r.sample_id, ["rl_sample"])], ["step", r.step], ["group", r.group], ["turns", r.num_turns],
@@ -508,8 +513,8 @@
       transcript(r.messages)]},
     rl_sample: {keys: ["messages", "tools", "distractors", "environment", "job", "reward", "user"], render: (r) => [
       transcript(r.messages, "prompt"),
-      section("tools", toolsTable(r.tools, r.distractors || [])),
-      Array.isArray(r.job) ? section("job", table(["id", "question", "answer", "tool"], r.job.map((j) =>
+      section("tools", toolsTable(r.tools, list(r.distractors))),
+      Array.isArray(r.job) ? section("job", table(["id", "question", "answer", "tool"], r.job.map(obj).map((j) =>
         [show(j.id), show(j.question), show(j.answer), j.needs_tool ? "yes" : "no"]))) : null,
       section("reward", jsonBlock(r.reward)),
       r.environment ? section("environment code", pythonCode(r.environment.code),
@@ -527,13 +532,13 @@
         ["task", r.task == null ? null : typeof r.task === "string" ? longText(r.task) : jsonBlock(r.task)]]),
       verificationPanel(r.verification)]},
     tool_graph: {keys: ["server_id", "nodes", "edges"], render: (r) => [
-      fields([["server", refLink(r.server_id, ["tool_server"])], ["nodes", (r.nodes || []).length]]),
-      section("nodes", h("div", {class: "path"}, (r.nodes || []).map((n) => [h("code", {class: "step"}, show(n)), " "]))),
-      section("edges", table(["from", "", "to", "weight", "origin"], (r.edges || []).map((e) =>
+      fields([["server", refLink(r.server_id, ["tool_server"])], ["nodes", list(r.nodes).length]]),
+      section("nodes", h("div", {class: "path"}, list(r.nodes).map((n) => [h("code", {class: "step"}, show(n)), " "]))),
+      section("edges", table(["from", "", "to", "weight", "origin"], list(r.edges).map(obj).map((e) =>
         [h("code", null, show(e.src)), "→", h("code", null, show(e.dst)), show(e.weight), show(e.origin)])))]},
     tool_server: {keys: ["name", "description", "domain", "tools", "transport", "source"], render: (r) => [
       fields([["name", r.name], ["description", r.description], ["domain", r.domain]]),
-      section(`tools (${(r.tools || []).length})`, toolsTable(r.tools)),
+      section(`tools (${list(r.tools).length})`, toolsTable(r.tools)),
       section("transport", jsonBlock(r.transport)), r.source != null ? section("source", jsonBlock(r.source)) : null]},
     qa_instance: {keys: ["domain", "scenario_type", "main_question", "final_answer", "decomposition_trace", "knowledge", "scores"], render: (r) => [
       h("blockquote", {class: "question"}, longText(r.main_question)),
@@ -546,7 +551,7 @@
         ["requirements", Array.isArray(r.requirements) ? (r.requirements.join(", ") || "none") : r.requirements]]),
       section("verification (tool calls replayed against the code)", verifiedCalls(r.verified_calls)),
       section("code", pythonCode(r.code)),
-      section(`tools (${(r.tools || []).length})`, toolsTable(r.tools))]},
+      section(`tools (${list(r.tools).length})`, toolsTable(r.tools))]},
     eval_result: {keys: ["benchmark", "category", "item_id", "trial", "success", "score", "messages", "details", "error"], render: (r, e) => {
       const linked = store.sameId(e.id, ["trajectory", "rollout"], e.i);
       const trials = store.summaries.filter((s) => s.kind === "eval_result" && s.i !== e.i && s.title === e.title && s.title);
@@ -566,7 +571,7 @@
         section("synthesis plan", longText(show(r.synthesis_plan))),
         section("evaluation rules", longText(show(r.evaluation_rules))),
         Array.isArray(r.history) && r.history.length ? section(`earlier revisions (${r.history.length})`,
-          r.history.slice().reverse().map(planRevision)) : null,
+          r.history.slice().reverse().map(obj).map(planRevision)) : null,
         stream.length ? section("other plans of this stream", h("ul", null, stream.map((s) => h("li", null, entryLink(s.i, s.id))))) : null];
     }},
   };
