@@ -1,4 +1,4 @@
-"""The astra-core command: serve the embedded model, validate records, print schemas."""
+"""The astra-core command: serve the embedded model, validate records, print schemas, view records."""
 
 from __future__ import annotations
 
@@ -65,6 +65,45 @@ def validate(kind: str, **kwargs) -> None:
 def print_schema(kind: str) -> None:
     """Print the JSON Schema of a record kind."""
     click.echo(json.dumps(schema(kind), indent=2, ensure_ascii=False))
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="report.html",
+              show_default=True, help="The HTML report ('-' for stdout).")
+@click.option("--serve", "serve_", is_flag=True,
+              help="Serve the report on 127.0.0.1 instead, its records fetched page by page (for large files).")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port for --serve; 0 picks a free one.")
+@click.option("--title", default="ASTRA records", show_default=True, help="The page's title.")
+def view(files, output, serve_, port, title) -> None:
+    """Browse records of any kinds, and rejects, in one self-contained HTML page (FILES may be - for stdin)."""
+    from astra_core import view as viewer
+    from astra_core.view.report import render
+
+    if serve_:
+        _serve_view(list(files), port, title)
+        return
+    entries = viewer.load(files)
+    output.write(render(entries, title))
+    target = "<stdout>" if output.name == "-" else output.name
+    click.echo(f"view: {viewer.counts(entries, len(files)).text()} -> {target}", err=True)
+
+
+def _serve_view(files: list[str], port: int, title: str) -> None:
+    from astra_core.view import counts
+    from astra_core.view.serve import Index, make_server
+
+    index = Index(files)
+    server = make_server(index, port, title)
+    click.echo(f"view: {counts(index.summaries, len(files)).text()} at "
+               f"http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        index.close()
 
 
 @main.command("cli-doc")

@@ -127,6 +127,11 @@ def errors(record: object, kind: str | dict) -> list[RecordError]:
             for e in _validators(kind).explain.iter_errors(record)]
 
 
+def is_valid(record: object, kind: str | dict) -> bool:
+    """Whether `record` is a valid `kind`, quickly (no explanation)."""
+    return _validators(kind).fast.is_valid(record)
+
+
 def validate(record: object, kind: str | dict) -> dict:
     """Return `record` if it is a valid `kind` (a record kind or a JSON schema), else raise the most
     relevant RecordError."""

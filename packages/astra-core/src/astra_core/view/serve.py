@@ -1,0 +1,101 @@
+"""`astra-core view --serve`: the report page on 127.0.0.1, its records fetched page by page.
+
+Only the summaries (the index) are kept in memory, with each line's place in its file; a record is read
+from disk when its detail view asks for it. Standard input is first copied to a temporary file.
+
+    GET /                               the page
+    GET /api/entries?offset=0&limit=N   {"total", "offset", "entries": [summary, ...]}
+    GET /api/entry?i=K                  one entry, record included
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import IO
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+from astra_core.view import RawLine, entry_of, iter_lines, summary
+from astra_core.view.report import page
+
+MAX_PAGE = 5000
+
+
+class Index:
+    """Summaries of every line of `paths` and where each line is, to read its record on demand."""
+
+    def __init__(self, paths: list[str], stdin: IO[bytes] | None = None):
+        self._spool = tempfile.TemporaryDirectory(prefix="astra-view-")
+        self._real: dict[str, str] = {}  # displayed file name -> file to read
+        self.summaries: list[dict] = []
+        self._places: list[tuple[str, int, int]] = []  # (displayed file name, line number, byte offset)
+        for path in paths:
+            real = self._spooled(stdin or sys.stdin.buffer) if path == "-" else path
+            self._real["<stdin>" if path == "-" else path] = real
+            for line in iter_lines([real]):
+                shown = RawLine("<stdin>" if path == "-" else path, line.line, line.offset, line.raw)
+                self.summaries.append(summary(entry_of(shown, len(self.summaries))))
+                self._places.append((shown.file, line.line, line.offset))
+
+    def _spooled(self, stream: IO[bytes]) -> str:
+        target = Path(self._spool.name) / "stdin.jsonl"
+        with open(target, "wb") as out:
+            shutil.copyfileobj(stream, out)
+        return str(target)
+
+    def entry(self, index: int) -> dict:
+        file, lineno, offset = self._places[index]
+        with open(self._real[file], "rb") as handle:
+            handle.seek(offset)
+            raw = handle.readline()
+        return entry_of(RawLine(file, lineno, offset, raw), index)
+
+    def close(self) -> None:
+        self._spool.cleanup()
+
+
+def _handler(index: Index, html: bytes) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            url = urlsplit(self.path)
+            query = {key: values[-1] for key, values in parse_qs(url.query).items()}
+            try:
+                if url.path in ("/", "/index.html"):
+                    self._send(html, "text/html; charset=utf-8")
+                elif url.path == "/api/entries":
+                    offset, limit = int(query.get("offset", 0)), min(int(query.get("limit", 1000)), MAX_PAGE)
+                    self._json({"total": len(index.summaries), "offset": offset,
+                                "entries": index.summaries[offset:offset + limit]})
+                elif url.path == "/api/entry":
+                    self._json(index.entry(int(query["i"])))
+                else:
+                    self.send_error(HTTPStatus.NOT_FOUND)
+            except (KeyError, ValueError, IndexError) as exc:
+                self.send_error(HTTPStatus.BAD_REQUEST, str(exc))
+
+        def _json(self, value: object) -> None:
+            self._send(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS), "application/json")
+
+        def _send(self, body: bytes, content_type: str) -> None:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet: the terminal is the user's
+            pass
+
+    return Handler
+
+
+def make_server(index: Index, port: int = 0, title: str = "ASTRA records") -> ThreadingHTTPServer:
+    """A server on 127.0.0.1:`port` (0 picks a free one: see server.server_address); call serve_forever()."""
+    html = page({"mode": "serve", "total": len(index.summaries)}, title).encode()
+    return ThreadingHTTPServer(("127.0.0.1", port), _handler(index, html))
