@@ -23,17 +23,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from astra_grpo.config import GRPOConfig, SFTConfig, load_config  # noqa: E402
-from astra_grpo.context_parallel.attention import CPAttention, enable  # noqa: E402
-from astra_grpo.context_parallel.forward import shard  # noqa: E402
-from astra_grpo.context_parallel.grid import current_grid  # noqa: E402
-from astra_grpo.grpo import _update as grpo_update  # noqa: E402
-from astra_grpo.runtime import data_parallel_size, full_weights, make_accelerator  # noqa: E402
-from astra_grpo.sft import _update as sft_update  # noqa: E402
-from astra_grpo.sft import train_sft  # noqa: E402
-from cp_support import (  # noqa: E402
+from astra_grpo.config import GRPOConfig, SFTConfig, load_config
+from astra_grpo.context_parallel.attention import CPAttention, enable
+from astra_grpo.context_parallel.forward import shard
+from astra_grpo.context_parallel.grid import current_grid
+from astra_grpo.grpo import _update as grpo_update
+from astra_grpo.runtime import data_parallel_size, full_weights, make_accelerator
+from astra_grpo.sft import _update as sft_update
+from astra_grpo.sft import train_sft
+from cp_support import (
     FAMILIES,
     GRPO_UPDATES,
     SFT_EXAMPLES,

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from astra_grpo.config import GRPOConfig, SFTConfig, load_config  # noqa: E402
-from astra_grpo.grpo import _update as grpo_update  # noqa: E402
-from astra_grpo.runtime import make_accelerator, world_size  # noqa: E402
-from astra_grpo.sft import _update as sft_update  # noqa: E402
-from astra_grpo.sft import train_sft  # noqa: E402
-from grpo_support import flat_params, synthetic_groups, tiny_model  # noqa: E402
+from astra_grpo.config import GRPOConfig, SFTConfig, load_config
+from astra_grpo.grpo import _update as grpo_update
+from astra_grpo.runtime import make_accelerator, world_size
+from astra_grpo.sft import _update as sft_update
+from astra_grpo.sft import train_sft
+from grpo_support import flat_params, synthetic_groups, tiny_model
 
 VOCAB = 256
 GRPO_CASES = {

@@ -7,7 +7,7 @@ The default run uses mcp-server-sqlite alone; the slow run adds @modelcontextpro
 import json
 
 import pytest
-from conftest import filesystem_source, invoke, read_jsonl, sqlite_source, time_source, write_jsonl
+from toolgraph_helpers import filesystem_source, invoke, read_jsonl, sqlite_source, time_source, write_jsonl
 
 
 def run_pipeline(tmp_path, sources: list[dict], servers: set[str]) -> list[dict]:

@@ -5,7 +5,7 @@ from astra_core.stage import Rejected
 from astra_toolgraph.filtering import FilterConfig, filter_server, vague_description
 from astra_toolgraph.normalize import normalize_source
 from astra_toolgraph.schema_map import openai_tool
-from conftest import invoke, read_jsonl, time_source, write_jsonl
+from toolgraph_helpers import invoke, read_jsonl, time_source, write_jsonl
 
 
 def _server(*tools, unmapped=()):

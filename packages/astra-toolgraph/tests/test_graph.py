@@ -1,6 +1,6 @@
 from astra_toolgraph.graph import GraphConfig, build_graph, pair_counts, schema_dependencies
 from astra_toolgraph.schema_map import openai_tool
-from conftest import invoke, read_jsonl, write_jsonl
+from toolgraph_helpers import invoke, read_jsonl, write_jsonl
 
 
 def _tool(name, description, params=None, required=(), output=None):

@@ -9,7 +9,7 @@ import pytest
 from astra_core import validate
 from astra_toolgraph.mcp_client import McpConnection
 from astra_toolgraph.normalize import SourceError, detect_format, from_astra, mcp_transports, normalize_source
-from conftest import invoke, read_jsonl, time_source, write_jsonl
+from toolgraph_helpers import invoke, read_jsonl, time_source, write_jsonl
 
 
 def test_bundled_samples_cover_every_document_format(sample_servers):

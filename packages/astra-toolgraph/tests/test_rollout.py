@@ -14,7 +14,7 @@ from astra_toolgraph.emulator import EmulatorConfig, ToolEmulator
 from astra_toolgraph.mcp_client import ServerPool
 from astra_toolgraph.normalize import normalize_source
 from astra_toolgraph.rollout import RolloutConfig, rollout
-from conftest import invoke, read_jsonl, sqlite_source, write_jsonl
+from toolgraph_helpers import invoke, read_jsonl, sqlite_source, write_jsonl
 
 
 def call(name, arguments, call_id):

@@ -1,7 +1,7 @@
 import json
 
 from astra_toolgraph.stats import collect, table
-from conftest import invoke, write_jsonl
+from toolgraph_helpers import invoke, write_jsonl
 from matplotlib.image import imread
 
 

@@ -5,7 +5,7 @@ import json
 
 from astra_reward.cli import main as reward
 from click.testing import CliRunner
-from conftest import read_jsonl, write_jsonl
+from toolgraph_helpers import read_jsonl, write_jsonl
 
 
 def verdict(score):

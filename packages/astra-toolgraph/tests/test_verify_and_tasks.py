@@ -9,7 +9,7 @@ from astra_core.llm import LLMClient, LLMConfig
 from astra_core.stage import Rejected
 from astra_toolgraph.tasks import AugmentConfig, TaskConfig, augment_task, chain_tasks, server_tasks
 from astra_toolgraph.verify import VerifyConfig, dependency_check, verify_chain
-from conftest import invoke, read_jsonl, write_jsonl
+from toolgraph_helpers import invoke, read_jsonl, write_jsonl
 
 
 def order_desk(sample_servers):

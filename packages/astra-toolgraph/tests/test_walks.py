@@ -5,7 +5,7 @@ from collections import Counter
 
 import numpy as np
 from astra_toolgraph.walks import CSRGraph, WalkConfig, as_lists, plan_walks, run_walks, walk_graphs
-from conftest import invoke, read_jsonl, write_jsonl
+from toolgraph_helpers import invoke, read_jsonl, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
