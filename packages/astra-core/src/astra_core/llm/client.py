@@ -192,9 +192,12 @@ class LLMClient:
             if self._http is None:
                 base_url = self.config.base_url
                 if not base_url:
-                    from astra_core.embedded import embedded_base_url
+                    from astra_core.embedded import EmbeddedServerError, embedded_base_url
 
-                    base_url = await asyncio.to_thread(embedded_base_url)
+                    try:
+                        base_url = await asyncio.to_thread(embedded_base_url)
+                    except EmbeddedServerError as exc:  # one line for the user, not a traceback
+                        raise LLMError(str(exc)) from None
                     self.config.base_url = base_url
                 self._base = base_url.rstrip("/") + "/"
                 headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
