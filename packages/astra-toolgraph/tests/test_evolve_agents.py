@@ -153,6 +153,7 @@ def test_a_rollout_with_the_user_simulator_reaches_the_expected_state_and_is_acc
     validate(sft, "trajectory")
     assert sft["messages"][-1] == {"role": "assistant", "content": "Thanks! ###STOP###"}
     assert sft["messages"][2]["content"].startswith("I'd like two bags")
+    assert sft["meta"]["source_verdict"] == "SUCCESS"
     sample = rl_sample_record(task, domain.record, trajectory["messages"][1]["content"])
     validate(sample, "rl_sample")
     assert sample["reward"]["kind"] == "state" and sample["user"] == task["user"]
@@ -176,6 +177,8 @@ def test_a_failed_rollout_is_rejected_with_the_diff_and_an_attribution(recorded_
     assert verification["rationale"].startswith("the final state differs")
     with pytest.raises(Exception, match="not accepted"):
         user_sft_record(trajectory)
+    exported_anyway = user_sft_record(trajectory, require_accepted=False)  # --all: the record says it failed
+    assert exported_anyway["meta"]["source_verdict"] == "FAIL"
 
 
 def test_reflection_rewrites_both_plans_and_keeps_the_failures_in_history(recorded_llm, domain):

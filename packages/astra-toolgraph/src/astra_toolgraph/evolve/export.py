@@ -24,8 +24,11 @@ def user_sft_record(trajectory: dict, *, require_accepted: bool = True) -> dict:
         raise Rejected("trajectory has no user simulator profile (`user`)")
     messages = user_sft_messages(UserProfile.of(trajectory["user"]), trajectory["messages"],
                                  trajectory.get("user_stop"))
-    return new_record(f"{trajectory['id']}/user", parent=trajectory, task_id=trajectory.get("task_id"),
-                      messages=messages, tools=[], role="user_simulator")
+    record = new_record(f"{trajectory['id']}/user", parent=trajectory, task_id=trajectory.get("task_id"),
+                        messages=messages, tools=[], role="user_simulator")
+    # Exported with --all, a record must still say whether its conversation was accepted.
+    record["meta"]["source_verdict"] = (trajectory.get("verification") or {}).get("verdict", "unverified")
+    return record
 
 
 def rl_sample_record(task: dict, environment: dict, first_message: str | None = None) -> dict:
