@@ -56,14 +56,22 @@ cat "$TG/tasks.jsonl" <(tail -n +2 "$TG/tasks.augmented.jsonl") > "$TG/tasks.all
 
 # 5. Scoring: astra-reward's task judge with thresholds (paper Eq. 1). The tiny judge's ratings are poor and
 #    a task below a threshold is rejected: when none passes, the rollout below takes the judged-and-rejected
-#    tasks so that the last stages still have input.
+#    tasks so that the last stages still have input, each marked `meta.demo_rejected` with the judge's reason
+#    (their trajectories carry it on as meta.parent_id; no dataset should take them).
 astra-reward judge-task "$TG/tasks.all.jsonl" --servers "$TG/servers.jsonl" --min-score 0.6 --attempts 1 \
   -o "$TG/tasks.scored.jsonl" --rejects "$TG/tasks.scored.rejects.jsonl" "${LLM[@]}"
 if [ -s "$TG/tasks.scored.jsonl" ]; then
   cp "$TG/tasks.scored.jsonl" "$TG/tasks.rollout.jsonl"
 else
-  python -c "import json,sys; [print(json.dumps(json.loads(l)['record'])) for l in open(sys.argv[1])]" \
-    "$TG/tasks.scored.rejects.jsonl" > "$TG/tasks.rollout.jsonl"
+  echo "no task passed the judge: rolling out the rejected ones, marked meta.demo_rejected (path only, not data)"
+  python - "$TG/tasks.scored.rejects.jsonl" > "$TG/tasks.rollout.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    reject = json.loads(line)
+    task = reject["record"]
+    task.setdefault("meta", {})["demo_rejected"] = f"{reject['stage']}: {reject['reason']}"
+    print(json.dumps(task))
+PY
 fi
 
 # 6. Trajectories: real calls on sqlite/filesystem, the stateful emulator (20% injected failures) elsewhere.
