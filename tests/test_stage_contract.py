@@ -76,3 +76,24 @@ def test_with_skip_bad_every_bad_line_is_a_counted_reject_with_its_source(tool, 
         assert any(e.get("source") == duplicate and "duplicate id" in e["reason"] for e in entries)
     assert "Traceback" not in result.output
     assert f"rejected {len(entries)}" in result.output
+
+
+def _all_commands(group, prefix=""):
+    import click
+
+    for name, command in group.commands.items():
+        path = f"{prefix} {name}".strip()
+        if isinstance(command, click.Group):
+            yield from _all_commands(command, path)
+        else:
+            yield path, command
+
+
+def test_no_option_of_any_command_shadows_another():
+    """Two options with one click name silently drop a value (a config field named max_tokens once
+    swallowed the LLM's --max-tokens): every command's parameter names are unique."""
+    for tool, group in tools().items():
+        for path, command in _all_commands(group):
+            names = [param.name for param in command.params]
+            duplicated = sorted({name for name in names if names.count(name) > 1})
+            assert not duplicated, f"{tool} {path}: {duplicated}"

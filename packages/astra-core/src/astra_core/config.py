@@ -166,6 +166,11 @@ def save_config(config: Any, path: str | Path) -> None:
 
 # -- flags ----------------------------------------------------------------------------------------
 
+# A config flag's click name: prefixed, so a field never collides with a command's own options
+# (an EmulatorConfig.max_tokens behind --emulator-max-tokens must not swallow the LLM's --max-tokens).
+DEST_PREFIX = "cfg__"
+
+
 def flag_name(spec: dataclasses.Field) -> str:
     return spec.metadata.get("flag") or spec.name.replace("_", "-")
 
@@ -190,20 +195,21 @@ def _option(spec: dataclasses.Field, hint: Any) -> Callable:
     flag = flag_name(spec)
     default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
     help_text = f"{spec.metadata.get('help', '')} [default: {default}]"
+    dest = DEST_PREFIX + spec.name
     if hint is bool:
-        return click.option(f"--{flag}/--no-{flag}", spec.name, default=None, help=help_text)
+        return click.option(f"--{flag}/--no-{flag}", dest, default=None, help=help_text)
     if typing.get_origin(hint) is list:
-        return click.option(f"--{flag}", spec.name, multiple=True, default=None,
+        return click.option(f"--{flag}", dest, multiple=True, default=None,
                             help=help_text + " (repeatable, or comma-separated)")
     if hint is dict or typing.get_origin(hint) is dict:
-        return click.option(f"--{flag}", spec.name, type=str, default=None, help=help_text + " (JSON or YAML)")
+        return click.option(f"--{flag}", dest, type=str, default=None, help=help_text + " (JSON or YAML)")
     if spec.metadata.get("choices"):
-        return click.option(f"--{flag}", spec.name, type=click.Choice(spec.metadata["choices"]), default=None,
+        return click.option(f"--{flag}", dest, type=click.Choice(spec.metadata["choices"]), default=None,
                             help=help_text)
-    return click.option(f"--{flag}", spec.name, type=hint, default=None, help=help_text)
+    return click.option(f"--{flag}", dest, type=hint, default=None, help=help_text)
 
 
 def pop_values(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The config fields among a command's kwargs (removed from kwargs); an unused repeatable flag is None."""
-    values = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs}
+    values = {f.name: kwargs.pop(DEST_PREFIX + f.name) for f in dataclasses.fields(cls) if DEST_PREFIX + f.name in kwargs}
     return {name: (None if value == () else value) for name, value in values.items()}

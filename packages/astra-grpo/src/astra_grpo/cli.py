@@ -124,7 +124,7 @@ ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kw
 def rollout(config_file, group_size, batch, **kwargs) -> None:
     """Play episodes of `rl_sample` records with a checkpoint: one `rollout` record per episode."""
     options = stage_options_from(kwargs)
-    overrides = {k: kwargs.pop(k) for k in list(kwargs) if k in ROLLOUT_FIELDS}
+    overrides = pop_overrides(GRPOConfig, kwargs)
     config = load_config(GRPOConfig, _config_path(config_file), overrides)
     _quiet_transformers()
     from astra_grpo.play import play_stage
