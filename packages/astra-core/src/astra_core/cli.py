@@ -7,11 +7,13 @@ import sys
 
 import click
 
+from astra_core.command import stage_command
 from astra_core.jsonl import MalformedLine
 from astra_core.options import report_errors, stage_options, stage_options_from
 from astra_core.records import KINDS
 from astra_core.schema import errors, schema
 from astra_core.stage import Rejected, Stage
+from astra_core.verl import VerlConfig, verl_row
 
 
 @click.group("astra-core")
@@ -104,6 +106,9 @@ def _serve_view(files: list[str], port: int, title: str) -> None:
     finally:
         server.server_close()
         index.close()
+
+
+stage_command(main, "to-verl", reads="rl_sample", config=VerlConfig)(verl_row)
 
 
 @main.command("cli-doc")

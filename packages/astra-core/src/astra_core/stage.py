@@ -21,6 +21,7 @@ import collections
 import hashlib
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
@@ -124,6 +125,27 @@ def _done_ids(paths: list[str]) -> set[str]:
     return done
 
 
+def _parquet_writer() -> Callable:
+    """JSONL (a binary file) -> a parquet file, with pyarrow (astra-core's `parquet` extra)."""
+    try:
+        import pyarrow.json as pa_json
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise StageError("writing parquet (-o FILE.parquet) needs pyarrow: "
+                         "pip install 'astra-agent-core[parquet]'") from None
+
+    def write(jsonl: IO[bytes], path: str) -> None:
+        if not jsonl.read(1):  # nothing written: an empty table (pyarrow cannot infer from no rows)
+            import pyarrow
+
+            pq.write_table(pyarrow.table({}), path)
+            return
+        jsonl.seek(0)
+        pq.write_table(pa_json.read_json(jsonl), path)
+
+    return write
+
+
 def _truncate_partial_last_line(path: str) -> None:
     """A run killed mid-write leaves half a line; resume drops it."""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
@@ -151,6 +173,7 @@ class Stage:
         self._step = provenance_step(command, model=model, seed=seed)
         self._total = total
         self._out: IO[bytes] | None = None
+        self._parquet: Callable | None = None  # -o FILE.parquet: converts the spooled JSONL on exit
         self._rejects: IO[bytes] | None = None
         self._done: set[str] = set()
         self._bar: tqdm | None = None
@@ -171,7 +194,13 @@ class Stage:
             _truncate_partial_last_line(opts.output)
             self._done = _done_ids([opts.output] + ([opts.rejects] if opts.rejects else []))
         mode = "ab" if opts.resume else "wb"
-        self._out = sys.stdout.buffer if opts.output == "-" else open(opts.output, mode)  # noqa: SIM115
+        if opts.output.endswith(".parquet"):
+            if opts.resume:
+                raise StageError("--resume cannot append to a parquet file: write JSONL and convert at the end")
+            self._parquet = _parquet_writer()
+            self._out = tempfile.TemporaryFile()  # noqa: SIM115 - spooled JSONL, converted on exit
+        else:
+            self._out = sys.stdout.buffer if opts.output == "-" else open(opts.output, mode)  # noqa: SIM115
         if opts.rejects:
             if opts.resume:
                 _truncate_partial_last_line(opts.rejects)
@@ -185,6 +214,9 @@ class Stage:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._bar is not None:
             self._bar.close()
+        if self._parquet is not None and exc_type is None:
+            self._out.seek(0)
+            self._parquet(self._out, self.options.output)
         if self._out is not None and self._out is not sys.stdout.buffer:
             self._out.close()
         elif self._out is not None:
