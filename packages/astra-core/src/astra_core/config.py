@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 
 class ConfigError(ValueError):
@@ -77,6 +76,8 @@ def coerce(name: str, hint: Any, value: Any) -> Any:
     base = _base_type(hint)
     if base is dict or typing.get_origin(base) is dict:
         if isinstance(value, str):
+            import yaml
+
             try:
                 value = yaml.safe_load(value)
             except yaml.YAMLError as exc:
@@ -114,6 +115,8 @@ def coerce(name: str, hint: Any, value: Any) -> Any:
 
 def read_yaml(path: str | Path, cls: type) -> dict[str, Any]:
     """The fields a YAML config file sets, typed; unknown fields are errors naming the file."""
+    import yaml
+
     try:
         loaded = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -161,6 +164,8 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 
 def save_config(config: Any, path: str | Path) -> None:
+    import yaml
+
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
 
 

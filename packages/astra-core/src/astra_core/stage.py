@@ -26,13 +26,14 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
-
-from tqdm import tqdm
+from typing import IO, TYPE_CHECKING, Any
 
 from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
 from astra_core.records import provenance_step, stable_id
 from astra_core.schema import RecordError, validate
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 class Rejected(Exception):
@@ -206,6 +207,8 @@ class Stage:
                 _truncate_partial_last_line(opts.rejects)
             self._rejects = open(opts.rejects, mode)  # noqa: SIM115
         show = opts.progress if opts.progress is not None else sys.stderr.isatty()
+        from tqdm import tqdm  # imported when a stage runs, not when its command is declared
+
         self._bar = tqdm(total=self._total, desc=self.command, unit="rec", file=sys.stderr, disable=not show,
                          dynamic_ncols=True, leave=False)
         self._started = time.monotonic()

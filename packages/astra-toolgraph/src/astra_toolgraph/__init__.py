@@ -5,13 +5,13 @@ import importlib
 
 # Names load on first use: `astra-toolgraph --help` must not pay for the MCP SDK or the LLM client.
 _HOMES = {
-    "SynthesisConfig": "chains", "synthesize_chains": "chains", "EmulatorConfig": "emulator",
+    "SynthesisConfig": "chains", "synthesize_chains": "chains", "EmulatorConfig": "configs",
     "ToolEmulator": "emulator", "FilterConfig": "filtering", "filter_server": "filtering", "GraphConfig": "graph",
     "build_graph": "graph", "schema_dependencies": "graph", "CallOutcome": "mcp_client",
     "McpConnection": "mcp_client", "ServerPool": "mcp_client", "normalize_source": "normalize",
-    "RolloutConfig": "rollout", "rollout": "rollout", "AugmentConfig": "tasks", "TaskConfig": "tasks",
+    "RolloutConfig": "configs", "rollout": "rollout", "AugmentConfig": "tasks", "TaskConfig": "tasks",
     "augment_task": "tasks", "chain_tasks": "tasks", "server_tasks": "tasks", "VerifyConfig": "verify",
-    "dependency_check": "verify", "verify_chain": "verify", "CSRGraph": "walks", "WalkConfig": "walks",
+    "dependency_check": "verify", "verify_chain": "verify", "CSRGraph": "walks", "WalkConfig": "configs",
     "walk_graphs": "walks",
 }
 

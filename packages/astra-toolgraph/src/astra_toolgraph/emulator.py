@@ -23,6 +23,7 @@ from jsonschema import Draft202012Validator
 
 from astra_toolgraph import prompts
 from astra_toolgraph.dependency import tokens
+from astra_toolgraph.configs import EmulatorConfig
 from astra_toolgraph.mcp_client import CallOutcome
 
 READ_VERBS = {"get", "list", "read", "search", "find", "query", "describe", "show", "fetch", "lookup", "check",
@@ -31,15 +32,6 @@ FAILURES = (
     ("timeout", "Error: timeout: the tool did not respond within 30 seconds"),
     ("unreachable", "Error: unreachable: could not connect to the tool server (connection refused)"),
 )
-
-
-@dataclass
-class EmulatorConfig:
-    failure_rate: float = knob(0.2, "Emulated calls that fail (timeout or unreachable); the paper uses 20%.",
-                               flag="emulator-failure-rate")
-    seed: int = knob(0, "Seed of the emulator's failure draws.", flag="emulator-seed")
-    max_tokens: int | None = knob(None, "Cap on an emulated output's tokens (unset: the client's default).",
-                                  flag="emulator-max-tokens")
 
 
 def _read_only(tool: dict) -> bool:

@@ -22,35 +22,10 @@ from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 
 from astra_toolgraph import prompts
-from astra_toolgraph.emulator import EmulatorConfig, ToolEmulator
+from astra_toolgraph.configs import TOOL_CHOICES, EmulatorConfig, RolloutConfig
+from astra_toolgraph.emulator import ToolEmulator
 from astra_toolgraph.mcp_client import CallOutcome, ServerPool
 
-TOOL_CHOICES = ("auto", "required", "first-required", "none")
-
-
-@dataclass
-class RolloutConfig:
-    max_turns: int = knob(8, "Assistant turns before the episode is cut.")
-    tool_choice: str = knob("auto", "OpenAI tool_choice; first-required obliges a call on the first turn only.",
-                            choices=TOOL_CHOICES)
-    parallel_calls: bool = knob(True, "Run the calls of one turn concurrently.")
-    samples: int = knob(1, "Trajectories per task.")
-    system_prompt: str = knob(prompts.AGENT_SYSTEM, "The agent's system message.")
-    emulate_live: bool = knob(False, "Emulate deployed servers too (no real calls).")
-    max_observation_chars: int = knob(4000, "Longer tool outputs are cut (the policy's context is finite).")
-    emulator: EmulatorConfig | None = None  # (no flag: a command sets it from its --emulator-... knobs)
-
-    def __post_init__(self) -> None:
-        if self.tool_choice not in TOOL_CHOICES:
-            raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, got {self.tool_choice!r}")
-        if self.max_turns < 1:
-            raise ValueError("max_turns must be >= 1")
-        self.emulator = self.emulator or EmulatorConfig()
-
-    def choice_for(self, turn: int) -> str:
-        if self.tool_choice == "first-required":
-            return "required" if turn == 0 else "auto"
-        return self.tool_choice
 
 
 class Executor:

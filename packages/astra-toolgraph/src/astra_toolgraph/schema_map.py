@@ -12,8 +12,6 @@ import copy
 import re
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 # Type names other sources use for the JSON Schema types (BFCL: dict/float/tuple/any; Python names).
@@ -135,11 +133,23 @@ def to_parameters(schema: Any, *, root: dict | None = None) -> dict:
     dangling = [r for r in required if r not in properties]
     if dangling:
         raise Unmappable(f"required argument(s) {', '.join(dangling)} not described in properties")
-    try:
-        Draft202012Validator.check_schema(mapped)
-    except SchemaError as exc:
-        raise Unmappable(f"not a valid JSON Schema: {exc.message}") from None
+    problem = _schema_problem(mapped)
+    if problem:
+        raise Unmappable(f"not a valid JSON Schema: {problem}")
     return mapped
+
+
+def _schema_problem(schema: dict) -> str | None:
+    """Why `schema` is not a valid JSON Schema (draft 2020-12), or None. jsonschema is imported here, not at
+    module import: it costs a command's start-up a third of a second."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return exc.message
+    return None
 
 
 def output_schema(schema: Any, *, root: dict | None = None) -> dict | None:
@@ -150,10 +160,9 @@ def output_schema(schema: Any, *, root: dict | None = None) -> dict | None:
         mapped = _normalize(schema, root if root is not None else schema, "output", ())
         if mapped.get("type") is None and "properties" in mapped:
             mapped["type"] = "object"
-        Draft202012Validator.check_schema(mapped)
-    except (Unmappable, SchemaError):
+    except Unmappable:
         return None
-    return mapped
+    return None if _schema_problem(mapped) else mapped
 
 
 def openai_tool(name: Any, description: Any, parameters: Any, *, output: Any = None, root: dict | None = None,

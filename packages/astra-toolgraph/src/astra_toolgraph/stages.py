@@ -17,12 +17,10 @@ from astra_core.schema import RecordError, validate
 from astra_core.stage import Rejected
 
 from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_chains
-from astra_toolgraph.emulator import EmulatorConfig
+from astra_toolgraph.configs import EmulatorConfig, RolloutConfig, WalkConfig
 from astra_toolgraph.graph import GraphConfig, build_graph
-from astra_toolgraph.rollout import RolloutConfig, rollout
 from astra_toolgraph.tasks import AugmentConfig, TaskConfig, augment_task, chain_tasks, server_tasks
 from astra_toolgraph.verify import VerifyConfig, verify_chain
-from astra_toolgraph.walks import CSRGraph, WalkConfig, as_lists, walk_graphs
 
 SERVERS_HELP = "tool_server records the inputs refer to (repeatable)."
 
@@ -137,11 +135,16 @@ def graph_of(server: dict, config: GraphCommandConfig, chains: dict[str, list[li
 def walk_batch(graphs: list[dict], config: WalkConfig) -> list[list[dict] | Rejected]:
     """tool_graph -> tool_chain records: length-bounded weighted random walks (seeded, vectorized over a
     batch of graphs)."""
+    from astra_toolgraph.walks import CSRGraph, walk_graphs
+
     results = walk_graphs([CSRGraph.from_record(g) for g in graphs], [g["server_id"] for g in graphs], config)
-    return [_chains_of(graph, as_lists(walked), config) for graph, walked in zip(graphs, results, strict=True)]
+    return [_chains_of(graph, walked, config) for graph, walked in zip(graphs, results, strict=True)]
 
 
-def _chains_of(graph: dict, walked: list, config: WalkConfig) -> list[dict] | Rejected:
+def _chains_of(graph: dict, walked, config: WalkConfig) -> list[dict] | Rejected:
+    from astra_toolgraph.walks import as_lists
+
+    walked = as_lists(walked)
     if not walked:
         return Rejected(f"no walk of at least {config.min_length} tools (too few edges)")
     return [chain_record(graph["server_id"], [graph["nodes"][n] for n in nodes], origin="walk", task=None,
@@ -211,5 +214,7 @@ class RolloutCommandConfig(McpConfig, EmulatorConfig, RolloutConfig):
 
 async def roll_out(task: dict, config: RolloutCommandConfig, llm, pool, servers: dict[str, dict]) -> list[dict]:
     """task -> trajectory: multi-turn tool use on real MCP servers and the stateful emulator."""
+    from astra_toolgraph.rollout import rollout
+
     server = server_of(task, servers)
     return [await rollout(llm, task, server, pool, config, sample) for sample in range(config.samples)]

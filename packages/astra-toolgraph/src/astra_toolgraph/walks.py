@@ -24,25 +24,9 @@ from astra_core.config import knob
 
 import numpy as np
 
+from astra_toolgraph.configs import WalkConfig
+
 REDRAWS = 4  # acyclic: redraws before the exact draw among unvisited successors
-
-
-@dataclass
-class WalkConfig:
-    walks: int = knob(32, "Walks started per graph (before short ones are dropped and duplicates merged).")
-    min_length: int = knob(2, "Fewest tools in a kept walk.")
-    max_length: int = knob(5, "Most tools in a walk.")
-    acyclic: bool = knob(False, "Never revisit a tool within a walk.")
-    seed: int = knob(0, "Seed of the walks.")
-    start: str = knob("uniform", "Start tool: uniform over tools with successors, or weighted by out-weight.",
-                      choices=("uniform", "weighted"))
-    dedup: bool = knob(True, "Keep each distinct walk once (with how often it was drawn).")
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min_length <= self.max_length:
-            raise ValueError(f"need 1 <= min_length <= max_length, got {self.min_length}..{self.max_length}")
-        if self.start not in ("uniform", "weighted"):
-            raise ValueError(f"start must be uniform or weighted, got {self.start!r}")
 
 
 @dataclass

@@ -2,15 +2,22 @@
 executable checkers, task verification, rollouts with a user simulator, trajectory verification
 with TASK/TRAJECTORY attribution, reflection; K iterations per independent stream."""
 
-from astra_toolgraph.evolve.config import EvolveConfig
-from astra_toolgraph.evolve.domains import Domain, domain_of
-from astra_toolgraph.evolve.export import rl_sample_record, user_sft_record
-from astra_toolgraph.evolve.plans import AgentFailed, generate_plans
-from astra_toolgraph.evolve.reflection import reflect
-from astra_toolgraph.evolve.stream import StreamResult, run_stream
-from astra_toolgraph.evolve.tasks import replay, synthesize_task, verify_task
-from astra_toolgraph.evolve.trajectories import check_trajectory, roll_out, verify_trajectory
+import importlib
 
-__all__ = ["AgentFailed", "Domain", "EvolveConfig", "StreamResult", "check_trajectory", "domain_of", "generate_plans",
-           "reflect", "replay", "rl_sample_record", "roll_out", "run_stream", "synthesize_task", "user_sft_record",
-           "verify_task", "verify_trajectory"]
+# Names load on first use: declaring `astra-toolgraph evolve` must not import the agents.
+_HOMES = {
+    "EvolveConfig": "config", "Domain": "domains", "domain_of": "domains", "rl_sample_record": "export",
+    "user_sft_record": "export", "AgentFailed": "plans", "generate_plans": "plans", "reflect": "reflection",
+    "StreamResult": "stream", "run_stream": "stream", "replay": "tasks", "synthesize_task": "tasks",
+    "verify_task": "tasks", "check_trajectory": "trajectories", "roll_out": "trajectories",
+    "verify_trajectory": "trajectories",
+}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"astra_toolgraph.evolve.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'astra_toolgraph.evolve' has no attribute {name!r}")
+
+
+__all__ = sorted(_HOMES)

@@ -1,0 +1,64 @@
+"""The configs of astra-toolgraph's walk, emulator and rollout stages, apart from their heavy modules
+(numpy, jsonschema, the MCP client) so that declaring the commands imports none of those."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astra_core.config import knob
+
+from astra_toolgraph import prompts
+
+TOOL_CHOICES = ("auto", "required", "first-required", "none")
+
+
+@dataclass
+class WalkConfig:
+    walks: int = knob(32, "Walks started per graph (before short ones are dropped and duplicates merged).")
+    min_length: int = knob(2, "Fewest tools in a kept walk.")
+    max_length: int = knob(5, "Most tools in a walk.")
+    acyclic: bool = knob(False, "Never revisit a tool within a walk.")
+    seed: int = knob(0, "Seed of the walks.")
+    start: str = knob("uniform", "Start tool: uniform over tools with successors, or weighted by out-weight.",
+                      choices=("uniform", "weighted"))
+    dedup: bool = knob(True, "Keep each distinct walk once (with how often it was drawn).")
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_length <= self.max_length:
+            raise ValueError(f"need 1 <= min_length <= max_length, got {self.min_length}..{self.max_length}")
+        if self.start not in ("uniform", "weighted"):
+            raise ValueError(f"start must be uniform or weighted, got {self.start!r}")
+
+
+@dataclass
+class EmulatorConfig:
+    failure_rate: float = knob(0.2, "Emulated calls that fail (timeout or unreachable); the paper uses 20%.",
+                               flag="emulator-failure-rate")
+    seed: int = knob(0, "Seed of the emulator's failure draws.", flag="emulator-seed")
+    max_tokens: int | None = knob(None, "Cap on an emulated output's tokens (unset: the client's default).",
+                                  flag="emulator-max-tokens")
+
+
+@dataclass
+class RolloutConfig:
+    max_turns: int = knob(8, "Assistant turns before the episode is cut.")
+    tool_choice: str = knob("auto", "OpenAI tool_choice; first-required obliges a call on the first turn only.",
+                            choices=TOOL_CHOICES)
+    parallel_calls: bool = knob(True, "Run the calls of one turn concurrently.")
+    samples: int = knob(1, "Trajectories per task.")
+    system_prompt: str = knob(prompts.AGENT_SYSTEM, "The agent's system message.")
+    emulate_live: bool = knob(False, "Emulate deployed servers too (no real calls).")
+    max_observation_chars: int = knob(4000, "Longer tool outputs are cut (the policy's context is finite).")
+    emulator: EmulatorConfig | None = None  # (no flag: a command sets it from its --emulator-... knobs)
+
+    def __post_init__(self) -> None:
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, got {self.tool_choice!r}")
+        if self.max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        self.emulator = self.emulator or EmulatorConfig()
+
+    def choice_for(self, turn: int) -> str:
+        if self.tool_choice == "first-required":
+            return "required" if turn == 0 else "auto"
+        return self.tool_choice
