@@ -64,6 +64,19 @@ def test_an_unparseable_plan_reply_is_noted_and_no_plan_at_all_fails(recorded_ll
         run(with_client(recorded_llm(replies=["no"]), lambda llm: generate_plans(llm, domain, 1)))
 
 
+@pytest.mark.parametrize(("bad", "why"), [
+    ({"focus": "<task category>"}, "template text"),
+    ({"synthesis_plan": "TODO: describe how to gather information here with tools"}, "template text"),
+    ({"synthesis_plan": "Buy coffee."}, "too thin"),
+    ({"focus": "the task category, in one line"}, "repeats the instructions"),
+    ({"evaluation_rules": "Tasks should be good and conversations should be fine."}, "no [ACCEPT] or [REJECT]"),
+])
+def test_a_plan_that_is_template_text_or_too_thin_is_not_a_plan(recorded_llm, domain, bad, why):
+    server = recorded_llm(replies=[json.dumps({**PLAN, **bad}), json.dumps(PLAN)])
+    [plan] = run(with_client(server, lambda llm: generate_plans(llm, domain, 2)))
+    assert plan["meta"]["plans"]["index"] == 1 and why in plan["meta"]["plans"]["failed"][0]
+
+
 def make_plan(domain):
     from astra_toolgraph.evolve.plans import plan_record
 

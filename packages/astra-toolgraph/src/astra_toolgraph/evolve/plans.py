@@ -3,6 +3,8 @@ generated one after the other with the earlier ones in context so they cover dif
 
 from __future__ import annotations
 
+import re
+
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
 
@@ -21,6 +23,26 @@ def plan_record(plan_id: str, domain_id: str, stream: str, iteration: int, field
                       evaluation_rules=str(fields["evaluation_rules"]).strip(), history=history)
 
 
+PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>|\{[A-Za-z_ ]{1,30}\}|\[(?:insert|your|placeholder|todo|tbd)[^\]]*\]"
+                         r"|\b(?:TODO|TBD|lorem ipsum)\b", re.IGNORECASE)
+MIN_WORDS = {"focus": 2, "synthesis_plan": 8, "evaluation_rules": 6}
+
+
+def plan_problem(fields: dict) -> str | None:
+    """Why a plan reply is not a plan (template text, instructions echoed back, too thin to act on), or None."""
+    for key, least in MIN_WORDS.items():
+        text = str(fields.get(key, "")).strip()
+        if PLACEHOLDER.search(text):
+            return f"{key} is template text ({PLACEHOLDER.search(text).group(0)!r})"
+        if len(text.split()) < least:
+            return f"{key} is too thin to act on ({len(text.split())} words, at least {least})"
+        if text.lower() in prompts.PLAN_SYSTEM.lower():
+            return f"{key} repeats the instructions instead of planning"
+    if not re.search(r"\[(ACCEPT|REJECT)\]", str(fields["evaluation_rules"])):
+        return "evaluation_rules has no [ACCEPT] or [REJECT] rule"
+    return None
+
+
 async def generate_plans(llm: LLMClient, domain: Domain, count: int, *, max_tokens: int = 512) -> list[dict]:
     """`count` iteration-0 plan records for `domain`; a plan whose reply does not parse is noted in
     the next plans' meta (`meta.plans.failed`) and not retried."""
@@ -33,6 +55,10 @@ async def generate_plans(llm: LLMClient, domain: Domain, count: int, *, max_toke
                                             max_tokens=max_tokens)
         except StructuredOutputError as exc:
             failed.append(f"plan {index}: {exc}")
+            continue
+        problem = plan_problem(fields)
+        if problem:
+            failed.append(f"plan {index}: {problem}")
             continue
         plan_id = stable_id(domain.id, index, prefix="plan-")
         record = plan_record(plan_id, domain.id, plan_id, 0, fields, domain.record, [])
