@@ -368,6 +368,8 @@ def compare(runs: tuple[str, ...], labels: tuple[str, ...], png: str | None) -> 
 
     if labels and len(labels) != len(runs):
         raise click.BadParameter(f"{len(labels)} labels for {len(runs)} runs", param_hint="--label")
+    if png:
+        report.pyplot()  # a missing `plots` extra fails before the runs are read
     names = list(labels) or [Path(run).stem if Path(run).is_file() else Path(run).name for run in runs]
     table = {name: report.figures(report.load([run])) for name, run in zip(names, runs, strict=True)}
     click.echo(report.render(table, label="Run"))

@@ -294,8 +294,10 @@ def export_command(**kwargs):
 @report_errors
 def stats_command(inputs, output, plots):
     """Statistics of qa_instance / environment / rl_sample files (paper A.1.2), optionally with plots."""
-    from astra_qaenv.stats import plot, summarize
+    from astra_qaenv.stats import plot, pyplot, summarize
 
+    if plots:
+        pyplot()  # a missing `plots` extra fails before the inputs are read
     summary = summarize(list(read_jsonl(list(inputs) or ["-"])))
     text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
     if output == "-":

@@ -69,8 +69,10 @@ def stats(plot_dir: str | None, as_json: bool, **kwargs) -> None:
     """trajectory records -> a statistics table (or JSON) and PNG plots (paper Figures 9-10)."""
     options = stage_options_from(kwargs)
     output, options.output = options.output, "-"
-    from astra_toolgraph.stats import collect, plot, table
+    from astra_toolgraph.stats import collect, plot, pyplot, table
 
+    if plot_dir:
+        pyplot()  # a missing `plots` extra fails before the inputs are read
     with Stage("astra-toolgraph stats", options, in_kind="trajectory") as stage:
         dataset = collect(stage.inputs())
         stage.counts.produced = dataset.samples
