@@ -144,7 +144,8 @@ def rollout(config_file, group_size, batch, **kwargs) -> None:
 @report_errors
 def plot(runs, output, labels, metrics, window, title) -> None:
     """Training curves of one or more runs (OUTPUT_DIR or its metrics.jsonl): turns per trajectory
-    over training (paper Figure 8), reward, tool calls, lengths, valid fraction, loss."""
+    over training (paper Figure 8), reward, tool calls, lengths, valid fraction, loss. Needs matplotlib: the
+    `plots` extra."""
     from astra_grpo.plot import plot_runs
 
     if labels and len(labels) != len(runs):

@@ -290,7 +290,7 @@ def export_command(**kwargs):
 @main.command("stats")
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("-o", "--output", default="-", show_default="stdout", help="Write the summary (JSON) here.")
-@click.option("--plots", type=click.Path(file_okay=False), help="Write PNG figures (paper Figures 11-13) here.")
+@click.option("--plots", type=click.Path(file_okay=False), help="Write PNG figures (paper Figures 11-13) here (matplotlib: the `plots` extra).")
 @report_errors
 def stats_command(inputs, output, plots):
     """Statistics of qa_instance / environment / rl_sample files (paper A.1.2), optionally with plots."""

@@ -62,7 +62,7 @@ stage_command(main, "rollout", reads="task", writes="trajectory", config=stages.
 # -- stats -------------------------------------------------------------------------------------
 @main.command()
 @stage_options
-@click.option("--plots", "plot_dir", type=click.Path(file_okay=False), help="Write the PNG figures into this directory.")
+@click.option("--plots", "plot_dir", type=click.Path(file_okay=False), help="Write the PNG figures into this directory (matplotlib: the `plots` extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object instead of a table.")
 @report_errors
 def stats(plot_dir: str | None, as_json: bool, **kwargs) -> None:
