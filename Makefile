@@ -1,5 +1,5 @@
 # Two commands on a fresh machine: `make demo` (the end-to-end run) and `make test` (what CI runs).
-.PHONY: demo test test-slow setup lock
+.PHONY: demo test test-slow setup lock wheels
 
 demo:
 	scripts/demo
@@ -15,3 +15,7 @@ setup:
 
 lock:
 	python3 -m uv lock
+
+# A wheel and an sdist of every package in dist/ (pip install --find-links dist/ astra-reward).
+wheels:
+	python3 -m uv build --all-packages --out-dir dist

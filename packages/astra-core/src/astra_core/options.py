@@ -91,7 +91,9 @@ def llm_config_from(kwargs: dict[str, Any]) -> LLMConfig:
 
 
 def report_errors(f: Callable) -> Callable:
-    """Turn contract errors (bad lines, bad records, bad options) into a one-line message and exit 1."""
+    """Turn contract errors (bad lines, bad records, bad options, an optional dependency that is not installed)
+    into a one-line message and exit 1."""
+    from astra_core.extras import MissingExtra
     from astra_core.llm.client import LLMError
     from astra_core.schema import RecordError
     from astra_core.stage import StageError
@@ -100,7 +102,7 @@ def report_errors(f: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
-        except (RecordError, StageError, LLMError, FileNotFoundError) as exc:
+        except (RecordError, StageError, LLMError, FileNotFoundError, MissingExtra) as exc:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper

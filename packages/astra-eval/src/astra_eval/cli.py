@@ -355,7 +355,7 @@ def summary(results: tuple[str, ...], as_json: bool) -> None:
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--label", "labels", multiple=True, help="A name per RUN, in order [default: file or directory name].")
-@click.option("--png", type=click.Path(dir_okay=False), help="Write a grouped bar chart here.")
+@click.option("--png", type=click.Path(dir_okay=False), help="Write a grouped bar chart here (matplotlib: the `plots` extra).")
 @report_errors
 def compare(runs: tuple[str, ...], labels: tuple[str, ...], png: str | None) -> None:
     """Runs side by side (e.g. base vs SFT vs RL): a table per benchmark and, with --png, a bar chart.
@@ -368,6 +368,8 @@ def compare(runs: tuple[str, ...], labels: tuple[str, ...], png: str | None) -> 
 
     if labels and len(labels) != len(runs):
         raise click.BadParameter(f"{len(labels)} labels for {len(runs)} runs", param_hint="--label")
+    if png:
+        report.pyplot()  # a missing `plots` extra fails before the runs are read
     names = list(labels) or [Path(run).stem if Path(run).is_file() else Path(run).name for run in runs]
     table = {name: report.figures(report.load([run])) for name, run in zip(names, runs, strict=True)}
     click.echo(report.render(table, label="Run"))

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from astra_core.extras import require
 from astra_core.jsonl import read_jsonl
 
 from astra_eval.metrics import mean_pass, task_outcomes
@@ -221,13 +222,18 @@ def headline(figs: Figures) -> dict[str, float]:
     return {f"{group}: {column}": value for (group, column), value in figs.items() if group in keep}
 
 
-def bar_chart(runs: dict[str, Figures], path: str | Path) -> None:
-    """A grouped bar chart (one panel per benchmark, one bar per run) written as PNG."""
-    import matplotlib
-
+def pyplot():
+    """matplotlib.pyplot on the Agg backend; MissingExtra naming the `plots` extra when matplotlib is absent."""
+    matplotlib = require("matplotlib", extra="astra-eval[plots]", needed_by="astra-eval compare --png")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def bar_chart(runs: dict[str, Figures], path: str | Path) -> None:
+    """A grouped bar chart (one panel per benchmark, one bar per run) written as PNG."""
+    plt = pyplot()
     groups = [g for g in ("BFCL-MT", "tau2-Bench", "ACEBench", "ACEBench (zh)", "AIME top-k 20", "AIME top-k -1")
               if any(g == key[0] for figs in runs.values() for key in figs)]
     if not groups:

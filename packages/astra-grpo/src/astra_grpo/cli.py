@@ -141,9 +141,11 @@ def rollout(config_file, group_size, batch, **kwargs) -> None:
 @click.option("--metric", "metrics", multiple=True, help="Only these metrics (repeatable; default: the standard panels).")
 @click.option("--smooth", "window", type=int, default=1, show_default=True, help="Moving-average window in steps.")
 @click.option("--title", help="Figure title.")
+@report_errors
 def plot(runs, output, labels, metrics, window, title) -> None:
     """Training curves of one or more runs (OUTPUT_DIR or its metrics.jsonl): turns per trajectory
-    over training (paper Figure 8), reward, tool calls, lengths, valid fraction, loss."""
+    over training (paper Figure 8), reward, tool calls, lengths, valid fraction, loss. Needs matplotlib: the
+    `plots` extra."""
     from astra_grpo.plot import plot_runs
 
     if labels and len(labels) != len(runs):

@@ -64,7 +64,8 @@ class TrainConfig:
     keep_last_states: int = knob(2, "Keep only the newest K full training states (weights are all kept).")
     resume: bool = knob(False, "Continue from the newest training state in output_dir.")
     logging_steps: int = knob(1, "Log metrics every this many steps.")
-    report_to: list[str] = knob(["tensorboard"], "accelerate trackers (tensorboard, wandb, ...; empty: none). "
+    report_to: list[str] = knob(["tensorboard"], "accelerate trackers (tensorboard, wandb: the extras of "
+                                                 "those names; ...; empty or none: none). "
                                                  "metrics.jsonl is always written.")
     run_name: str = knob("astra-grpo", "Tracker run name.")
 

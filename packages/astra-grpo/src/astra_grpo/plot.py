@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from astra_core.extras import require
+
 from astra_grpo.tracking import METRICS_FILE
 
 # (metric, panel title) in drawing order; panels whose metric no run has are left out.
@@ -40,13 +42,19 @@ def smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
+def pyplot():
+    """matplotlib.pyplot on the Agg backend; MissingExtra naming the `plots` extra when matplotlib is absent."""
+    matplotlib = require("matplotlib", extra="astra-grpo[plots]", needed_by="astra-grpo plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_runs(runs: list[str], output: str, *, labels: list[str] | None = None, metrics: list[str] | None = None,
               window: int = 1, title: str | None = None) -> list[str]:
     """Draw the panels to `output` (PNG/PDF/SVG by extension); returns the metrics drawn."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     histories = [read_metrics(run) for run in runs]
     labels = labels or [Path(run).name or str(run) for run in runs]

@@ -16,6 +16,7 @@ from accelerate.utils import DistributedType, InitProcessGroupKwargs
 
 from astra_grpo.config import TrainConfig
 from astra_grpo.context_parallel.grid import current_grid, grid_shape, init_grid
+from astra_grpo.tracking import trackers as wanted_trackers
 
 
 def _process_options() -> dict:
@@ -45,7 +46,7 @@ def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerato
 
     On a machine without CUDA the processes use gloo on CPU (see `_process_options`).
     """
-    trackers = [t for t in config.report_to if t and t != "none"]
+    trackers = wanted_trackers(config)
     options = _process_options()
     handlers = [InitProcessGroupKwargs(backend=options["backend"])] if "backend" in options else []
     accelerator = Accelerator(cpu=options["cpu"], log_with=trackers or None, project_dir=config.output_dir,

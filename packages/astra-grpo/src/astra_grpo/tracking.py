@@ -8,9 +8,24 @@ import math
 import sys
 from pathlib import Path
 
+from astra_core.extras import require
+
 from astra_grpo.config import TrainConfig, to_dict
 
 METRICS_FILE = "metrics.jsonl"
+# Trackers whose library is an extra of ours (accelerate would silently drop a tracker that is not installed).
+TRACKER_EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}
+
+
+def trackers(config: TrainConfig) -> list[str]:
+    """The accelerate trackers `report_to` asks for ("none" and empty names dropped); MissingExtra naming the
+    extra to install when one of ours is absent."""
+    wanted = [t for t in config.report_to if t and t != "none"]
+    for tracker in wanted:
+        if tracker in TRACKER_EXTRAS:
+            require(tracker, extra=f"astra-grpo[{TRACKER_EXTRAS[tracker]}]",
+                    needed_by=f"astra-grpo --report-to {tracker} (--report-to none: no tracker)")
+    return wanted
 
 
 def _flat(config: TrainConfig) -> dict:

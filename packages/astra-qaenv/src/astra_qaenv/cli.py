@@ -290,12 +290,14 @@ def export_command(**kwargs):
 @main.command("stats")
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("-o", "--output", default="-", show_default="stdout", help="Write the summary (JSON) here.")
-@click.option("--plots", type=click.Path(file_okay=False), help="Write PNG figures (paper Figures 11-13) here.")
+@click.option("--plots", type=click.Path(file_okay=False), help="Write PNG figures (paper Figures 11-13) here (matplotlib: the `plots` extra).")
 @report_errors
 def stats_command(inputs, output, plots):
     """Statistics of qa_instance / environment / rl_sample files (paper A.1.2), optionally with plots."""
-    from astra_qaenv.stats import plot, summarize
+    from astra_qaenv.stats import plot, pyplot, summarize
 
+    if plots:
+        pyplot()  # a missing `plots` extra fails before the inputs are read
     summary = summarize(list(read_jsonl(list(inputs) or ["-"])))
     text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
     if output == "-":

@@ -12,6 +12,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from astra_core.extras import require
+
 from astra_qaenv.trace import dag_levels, parallelizable_ids, scenario_of, structural_problems
 
 
@@ -68,12 +70,18 @@ def summarize(records: list[dict]) -> dict:
     }
 
 
-def plot(summary: dict, outdir: str | Path) -> list[Path]:
-    """PNG figures of a summary; returns the files written."""
-    import matplotlib
-
+def pyplot():
+    """matplotlib.pyplot on the Agg backend; MissingExtra naming the `plots` extra when matplotlib is absent."""
+    matplotlib = require("matplotlib", extra="astra-qaenv[plots]", needed_by="astra-qaenv stats --plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot(summary: dict, outdir: str | Path) -> list[Path]:
+    """PNG figures of a summary; returns the files written."""
+    plt = pyplot()
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

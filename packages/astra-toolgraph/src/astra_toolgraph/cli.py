@@ -62,15 +62,17 @@ stage_command(main, "rollout", reads="task", writes="trajectory", config=stages.
 # -- stats -------------------------------------------------------------------------------------
 @main.command()
 @stage_options
-@click.option("--plots", "plot_dir", type=click.Path(file_okay=False), help="Write the PNG figures into this directory.")
+@click.option("--plots", "plot_dir", type=click.Path(file_okay=False), help="Write the PNG figures into this directory (matplotlib: the `plots` extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object instead of a table.")
 @report_errors
 def stats(plot_dir: str | None, as_json: bool, **kwargs) -> None:
     """trajectory records -> a statistics table (or JSON) and PNG plots (paper Figures 9-10)."""
     options = stage_options_from(kwargs)
     output, options.output = options.output, "-"
-    from astra_toolgraph.stats import collect, plot, table
+    from astra_toolgraph.stats import collect, plot, pyplot, table
 
+    if plot_dir:
+        pyplot()  # a missing `plots` extra fails before the inputs are read
     with Stage("astra-toolgraph stats", options, in_kind="trajectory") as stage:
         dataset = collect(stage.inputs())
         stage.counts.produced = dataset.samples

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from astra_core.extras import require
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -94,12 +96,18 @@ def _histogram(ax, values: list[int], xlabel: str) -> None:
     ax.set_ylabel("samples")
 
 
-def plot(stats: DatasetStats, out_dir: str | Path, top_tools: int = 20) -> list[Path]:
-    """Write the four figures as PNGs into `out_dir`; return their paths."""
-    import matplotlib
-
+def pyplot():
+    """matplotlib.pyplot on the Agg backend; MissingExtra naming the `plots` extra when matplotlib is absent."""
+    matplotlib = require("matplotlib", extra="astra-toolgraph[plots]", needed_by="astra-toolgraph stats --plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot(stats: DatasetStats, out_dir: str | Path, top_tools: int = 20) -> list[Path]:
+    """Write the four figures as PNGs into `out_dir`; return their paths."""
+    plt = pyplot()
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
