@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from astra_eval import benchenv
 
-HELPERS = Path(__file__).parent / "helpers"
+HELPERS = Path(__file__).parent / "eval_bench_scripts"
 
 
 def bench_python(bench: str) -> str:
@@ -33,7 +33,7 @@ def cli(*args: str, env: dict | None = None, check: bool = True, timeout: float 
 
 
 def helper(bench: str, script: str, *args: str, timeout: float = 900) -> dict:
-    """Run tests/helpers/SCRIPT in the benchmark's environment; it prints one JSON object."""
+    """Run tests/eval_bench_scripts/SCRIPT in the benchmark's environment; it prints one JSON object."""
     done = subprocess.run([bench_python(bench), str(HELPERS / script), *args], capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:

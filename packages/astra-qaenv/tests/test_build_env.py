@@ -15,7 +15,7 @@ from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from
 from astra_qaenv.trace import SCENARIOS
 from astra_qaenv.validate import ValidationConfig, validate_instance
 from astra_sandbox import SandboxConfig, open_session
-from conftest import router, schema_name
+from qaenv_helpers import router, schema_name
 
 pytestmark = pytest.mark.nsjail
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from astra_core.schema import validate
 from astra_qaenv.trace import by_level
-from conftest import read, write
+from qaenv_helpers import read, write
 
 pytestmark = pytest.mark.nsjail
 

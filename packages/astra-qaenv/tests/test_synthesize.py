@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import read, write
+from qaenv_helpers import read, write
 
 TWO_HOP = {"scenario_type": "Multi-Hop", "main_question": "What is the population of the capital of Valdoria?",
            "final_answer": "Ravpelmar, 3291200.", "decomposition_trace": [
