@@ -9,7 +9,6 @@ from astra_core.llm import LLMClient, LLMConfig
 from astra_core.schema import validate
 from astra_core.stage import Rejected
 from astra_qaenv.build import BuildConfig, build_environment
-from astra_qaenv.envsynth import EnvSynthConfig
 from astra_qaenv.kb import load_kb
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from
 from astra_qaenv.trace import SCENARIOS
@@ -91,7 +90,7 @@ def llm_build(server, verifier, attempts=3, **config):
     async def run():
         async with LLMClient(LLMConfig(base_url=server.base_url, max_retries=0)) as llm:
             return await build_environment(json.loads(json.dumps(QUESTION)), llm, verifier,
-                                           BuildConfig(synth=EnvSynthConfig(attempts=attempts, **config)))
+                                           BuildConfig(attempts=attempts, **config))
 
     return asyncio.run(run())
 
