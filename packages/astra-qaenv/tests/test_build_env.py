@@ -150,3 +150,9 @@ def test_an_error_observation_that_mentions_the_answer_verifies_nothing(verifier
     assert not check.ok and check.kind == "error_observation" and "error_observation" in check.reason()
     (check,) = verifier.check(code.replace("'error'", "'note'"), [Call(1, "get_capital", {"country": "V"}, "Ravpelmar")])
     assert check.ok
+
+
+def test_sandbox_flags_are_the_sandbox_configs_fields(cli):
+    result = cli("build-env", "--sandbox-memory-mb", "32", "--sandbox-pool-size", "1", input="")
+    assert result.exit_code == 1 and "memory_mb must be >= 64" in result.stderr, result.output
+    assert cli("merge", "--sandbox-call-timeout-s", "0", input="").exit_code == 1
