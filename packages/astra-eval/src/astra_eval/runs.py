@@ -36,8 +36,8 @@ class RunConfig:
     limit: int | None = knob(None, "At most this many tasks per category.")
     ids: list[str] = knob([], "Only these task ids.")
     trials: int | None = knob(None, "Runs of every task; trial t samples with seed --seed + t (tau2: tau2's own trial "
-                                    "seeds from --seed, default 300) [default: the paper's: tau2 4, acebench 4, bfcl "
-                                    "and aime 1].")
+                                    "seeds from --seed, default 300); unset: the paper's, tau2 4, acebench 4, bfcl "
+                                    "and aime 1.")
     item_timeout: float = knob(1800.0, "Seconds per item; an item past it is recorded as a failure.")
 
     def selection(self, default_trials: int = 1) -> dict:
@@ -46,8 +46,8 @@ class RunConfig:
 
 @dataclass
 class SampledRunConfig(RunConfig):
-    top_p: float | None = knob(None, "Nucleus sampling of the model under test [default: the endpoint's].")
-    top_k: int | None = knob(None, "Top-k sampling of the model under test (-1: none) [default: the endpoint's].")
+    top_p: float | None = knob(None, "Nucleus sampling of the model under test (unset: the endpoint's).")
+    top_k: int | None = knob(None, "Top-k sampling of the model under test (-1: none; unset: the endpoint's).")
 
     def sampling(self, llm: LLMConfig, default_temperature: float | None) -> Sampling:
         temperature = llm.temperature if llm.temperature is not None else default_temperature
@@ -58,11 +58,11 @@ class SampledRunConfig(RunConfig):
 class UserSimulatorConfig:
     """The user simulator's endpoint, configured apart from the model under test."""
 
-    user_base_url: str | None = knob(None, "User simulator endpoint [env ASTRA_USER_LLM_BASE_URL; default: the "
-                                           "agent's endpoint].")
-    user_model: str | None = knob(None, "User simulator model [env ASTRA_USER_LLM_MODEL; default: the endpoint's "
-                                        "first model].")
-    user_api_key: str | None = knob(None, "User simulator bearer token [env ASTRA_USER_LLM_API_KEY].")
+    user_base_url: str | None = knob(None, "User simulator endpoint (unset: env ASTRA_USER_LLM_BASE_URL, then "
+                                           "the agent's endpoint).")
+    user_model: str | None = knob(None, "User simulator model (unset: env ASTRA_USER_LLM_MODEL, then the "
+                                        "endpoint's first model).")
+    user_api_key: str | None = knob(None, "User simulator bearer token (unset: env ASTRA_USER_LLM_API_KEY).")
     user_temperature: float = knob(0.0, "User simulator temperature.")
     user_max_tokens: int | None = knob(None, "User simulator reply length limit.")
 
@@ -92,7 +92,7 @@ BFCL_CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 
 @dataclass
 class BfclConfig(SampledRunConfig, OracleConfig):
-    categories: list[str] = knob([], f"BFCL v3 multi-turn categories: {' | '.join(BFCL_CATEGORIES)} [default: all].",
+    categories: list[str] = knob([], f"BFCL v3 multi-turn categories: {' | '.join(BFCL_CATEGORIES)} (none: all).",
                                  flag="category")
     max_turns: int | None = knob(None, "Smoke tests: play only the first N turns (the entry then fails).")
     history_reasoning: str = knob("keep", "keep: assistant messages go back into the history as the endpoint returned "
@@ -104,7 +104,7 @@ class BfclConfig(SampledRunConfig, OracleConfig):
                                      "completions endpoint at --base-url). Temperature 0.001 (bfcl generate's) unless "
                                      "--temperature.")
     tokenizer: str | None = knob(None, "With --handler, for local-model handlers: the model's tokenizer directory "
-                                       "(bfcl-eval counts prompt tokens) [default: the handler's Hugging Face id].")
+                                       "(bfcl-eval counts prompt tokens; unset: the handler's Hugging Face id).")
 
     def validate(self) -> None:
         _check_choices(self.categories, "categories", BFCL_CATEGORIES)
@@ -116,7 +116,7 @@ TAU2_DOMAINS = ("airline", "retail", "telecom")
 
 @dataclass
 class Tau2Config(SampledRunConfig, UserSimulatorConfig, OracleConfig):
-    domains: list[str] = knob([], f"tau2 domains: {' | '.join(TAU2_DOMAINS)} [default: all three].", flag="domain")
+    domains: list[str] = knob([], f"tau2 domains: {' | '.join(TAU2_DOMAINS)} (none: all three).", flag="domain")
     max_steps: int = knob(200, "tau2's limit on conversation steps.")
     max_errors: int = knob(10, "tau2's limit on tool errors.")
 
@@ -129,7 +129,7 @@ ACE_SPLITS, ACE_LANGUAGES = ("multi_turn", "multi_step"), ("en", "zh")
 
 @dataclass
 class AceBenchConfig(SampledRunConfig, UserSimulatorConfig):
-    splits: list[str] = knob([], f"ACEBench agent splits: {' | '.join(ACE_SPLITS)} [default: both].", flag="split")
+    splits: list[str] = knob([], f"ACEBench agent splits: {' | '.join(ACE_SPLITS)} (none: both).", flag="split")
     languages: list[str] = knob(["en"], "Data language: en | zh.", flag="language")
     oracle: bool = knob(False, "Replay ACEBench's milestone calls instead of querying a model.")
     max_messages: int = knob(40, "Messages per run (agent, execution and user turns), ACEBench's max_dialog_turns.")
@@ -144,9 +144,9 @@ AIME_YEARS, AIME_SETTINGS = ("aime2024", "aime2025"), ("topk20", "topk-1")
 
 @dataclass
 class AimeConfig(RunConfig):  # the decoding settings fix the sampling: no --top-p/--top-k
-    years: list[str] = knob([], f"{' | '.join(AIME_YEARS)} [default: both].", flag="year")
+    years: list[str] = knob([], f"AIME years: {' | '.join(AIME_YEARS)} (none: both).", flag="year")
     settings: list[str] = knob([], "Decoding settings: temperature 0.6, top-p 0.95, top-k 20 (topk20) or none "
-                                   "(topk-1) [default: both].", flag="setting")
+                                   "(topk-1) (none: both).", flag="setting")
     samples: int = knob(32, "Samples per problem (one request, n=).")
 
     def validate(self) -> None:

@@ -29,7 +29,7 @@ from astra_qaenv.trace import by_level, dag_levels, step_id
 class ExportConfig(MixingConfig):
     """Knobs of `astra-qaenv export`: the mixing of irrelevant tools, the prompt and the reward."""
 
-    system_prompt: str | None = knob(None, "System prompt of every sample (default: a tool-use instruction).")
+    system_prompt: str | None = knob(None, "System prompt of every sample (unset: a tool-use instruction).")
     reward: str = knob("f1", "The reward the samples ask for (recall / precision: the paper's ablation).",
                        choices=("f1", "recall", "precision"))
     seed: int = knob(0, "Seed of distractor sampling and shuffling.", flag="mix-seed")

@@ -46,7 +46,7 @@ class ProgrammaticConfig:
     """Knobs of `astra-qaenv programmatic`."""
 
     kb: str | None = knob(None, "Knowledge-base directory (entities.jsonl, relations.jsonl, schema.jsonl); "
-                                "default: the bundled sample.")
+                                "unset: the bundled sample.")
     min_hops: int = knob(1, "Hop budget (hop levels: depth of the decomposition), lower bound.")
     max_hops: int = knob(3, "Hop budget, upper bound.")
     scenarios: list[str] = knob(list(SCENARIOS), "Scenario types to build.")

@@ -106,9 +106,9 @@ class MergeEnvConfig(MergeConfig, VerifierConfig):
 class ExportCommandConfig(ExportConfig):
     embedder: str = knob("auto", "Tool-doc embeddings: local all-MiniLM-L6-v2 (extra `local`), or the endpoint's "
                                  "/v1/embeddings (auto: local when installed).", choices=("auto", "local", "endpoint"))
-    embedding_model: str | None = knob(None, "Model name for --embedder endpoint (default: the endpoint's first).")
+    embedding_model: str | None = knob(None, "Model name for --embedder endpoint (unset: the endpoint's first).")
     tool_pool: list[str] = knob([], "JSONL of environments / tool servers / tools forming the distractor pool "
-                                    "(default: the inputs).")
+                                    "(none: the inputs' tools).")
     gold_trajectories: str | None = knob(None, "Also write one trajectory per sample solving it with the verified "
                                                "calls (SFT warm start) to this file.")
 
