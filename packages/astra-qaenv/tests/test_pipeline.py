@@ -6,6 +6,7 @@ import re
 
 import pytest
 from astra_core.schema import validate
+from astra_core.testing import RecordedLLM
 from astra_qaenv.trace import by_level
 from qaenv_helpers import read, write
 
@@ -43,9 +44,16 @@ def built(tmp_path_factory):
         ["build-env", tmp / "valid.jsonl", "-o", tmp / "env.jsonl", "--rejects", tmp / "r2.jsonl"],
         ["merge", tmp / "env.jsonl", "-o", tmp / "merged.jsonl", "--rejects", tmp / "r3.jsonl"],
     ]
-    for args in steps:
-        result = runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
-        assert result.exit_code == 0, result.output
+    # validate --no-judge, build-env and merge ask the LLM nothing here, but every LLM stage opens its endpoint
+    server = RecordedLLM(replies=[]).start()
+    try:
+        for args in steps:
+            result = runner.invoke(main, [str(a) for a in args], env={"ASTRA_LLM_BASE_URL": server.base_url},
+                                   catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+        assert server.chat_requests == []
+    finally:
+        server.stop()
     return tmp
 
 
