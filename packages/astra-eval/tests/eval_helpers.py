@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from astra_eval import benchenv
 
-HELPERS = Path(__file__).parent / "helpers"
+HELPERS = Path(__file__).parent / "eval_bench_scripts"
 
 
 def bench_python(bench: str) -> str:
@@ -22,18 +22,19 @@ def bench_python(bench: str) -> str:
     return str(env / "bin" / "python")
 
 
-def cli(*args: str, env: dict | None = None, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+def cli(*args: str, env: dict | None = None, check: bool = True, timeout: float = 900,
+        input: str | None = None) -> subprocess.CompletedProcess:  # noqa: A002 - subprocess's name for stdin
     """`astra-eval ARGS` from the main environment (bfcl/tau2 hand over to their own environment)."""
     full_env = {**os.environ, **(env or {})}
     done = subprocess.run([sys.executable, "-m", "astra_eval.cli", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+                          env=full_env, timeout=timeout, input=input if input is not None else "")
     if check and done.returncode != 0:
         raise AssertionError(f"astra-eval {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return done
 
 
 def helper(bench: str, script: str, *args: str, timeout: float = 900) -> dict:
-    """Run tests/helpers/SCRIPT in the benchmark's environment; it prints one JSON object."""
+    """Run tests/eval_bench_scripts/SCRIPT in the benchmark's environment; it prints one JSON object."""
     done = subprocess.run([bench_python(bench), str(HELPERS / script), *args], capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:

@@ -1,7 +1,7 @@
 """Parity with the benchmarks' own harnesses: one scripted model, run through astra-eval and through
 bfcl-eval's `bfcl generate` + `bfcl evaluate` / tau2's `tau2 run --skip-failed-samples`, on the same items.
 
-The scripted model (tests/scripted.py, a real loopback HTTP server) replays ground truth with deterministic
+The scripted model (tests/eval_scripted.py, a real loopback HTTP server) replays ground truth with deterministic
 perturbations: HTTP 400 refusals, tool arguments that are not JSON, empty replies, a loop past the step
 limit, a dropped call. The tests assert equal per-item verdicts (and equal rewards, terminations and
 pass^k for tau2), and equal request bodies, apart from the differences the README lists.
@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 from eval_helpers import HELPERS, bench_python, cli, helper, records
-from scripted import KINDS, BFCLModel, ScriptedEndpoint, Tau2Model, bfcl_plan, tau2_plan
+from eval_scripted import KINDS, BFCLModel, ScriptedEndpoint, Tau2Model, bfcl_plan, tau2_plan
 
 BFCL_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 BFCL_MODEL = "openbmb/MiniCPM-SALA-FC"  # a registry name bfcl-eval serves with its plain OpenAI FC handler

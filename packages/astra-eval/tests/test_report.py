@@ -7,7 +7,7 @@ import json
 import pytest
 from astra_eval import report
 from astra_eval.results import eval_result, make_item
-from eval_helpers import cli
+from eval_helpers import cli, records
 
 
 def _records(model: str, rows: list[tuple]) -> list[dict]:
@@ -88,3 +88,41 @@ def test_summary_divides_by_items_attempted_and_prints_errors_per_benchmark(tmp_
     table = cli("summary", str(path)).stdout
     assert "m bfcl: 1 of 4 items (endpoint ×1)" in table
     assert "m tau2: 2 of 4 items (JSONDecodeError ×1, ValueError ×1)" in table
+
+
+def _jsonl(records: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def test_summary_reads_stdin_as_it_reads_a_file(tmp_path):
+    run = _jsonl(_records("m", ROWS))
+    (tmp_path / "run.jsonl").write_text(run)
+    from_file = json.loads(cli("summary", "--json", str(tmp_path / "run.jsonl")).stdout)
+    assert json.loads(cli("summary", "--json", "-", input=run).stdout) == from_file
+    assert json.loads(cli("summary", "--json", input=run).stdout) == from_file
+    assert from_file["m"]["BFCL-MT: Base"] == 75.0
+
+
+def test_a_success_that_is_not_a_boolean_is_a_reject_with_its_reason_never_a_pass(tmp_path):
+    rows = [("bfcl", "multi_turn_base", f"b{i}", 0, 0.0, {}) for i in range(4)]
+    run = _records("m", rows)
+    run[1]["success"], run[1]["score"] = "false", 1.0  # a string: truthy, and its score says pass
+    del run[2]["success"]
+    path = tmp_path / "run.jsonl"
+    path.write_text(_jsonl(run))
+    done = cli("summary", "--json", str(path), "--rejects", str(tmp_path / "rejects.jsonl"))
+    assert json.loads(done.stdout)["m"]["BFCL-MT: Base"] == 0.0  # the two good records, both failed
+    assert "rejected 2 of 4 records" in done.stderr
+    assert f"{path}:2: malformed: field success:" in done.stderr and f"{path}:3: malformed:" in done.stderr
+    wrong_type, missing = records(tmp_path / "rejects.jsonl")
+    assert wrong_type["source"] == f"{path}:2" and "'false' is not of type 'boolean'" in wrong_type["reason"]
+    assert missing["source"] == f"{path}:3" and "'success' is a required property" in missing["reason"]
+    compared = cli("compare", str(path), "--label", "m")
+    assert "rejected 2 of 4 records" in compared.stderr
+
+
+def test_run_flags_are_config_fields_and_a_bad_value_names_the_field():
+    done = cli("run", "aime", "--year", "aime2024,aime2099", check=False)
+    assert done.returncode == 2 and "config field years: unknown aime2099" in done.stderr
+    done = cli("run", "acebench", "--language", "fr", check=False)
+    assert done.returncode == 2 and "config field languages" in done.stderr

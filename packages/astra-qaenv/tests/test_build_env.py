@@ -9,13 +9,12 @@ from astra_core.llm import LLMClient, LLMConfig
 from astra_core.schema import validate
 from astra_core.stage import Rejected
 from astra_qaenv.build import BuildConfig, build_environment
-from astra_qaenv.envsynth import EnvSynthConfig
 from astra_qaenv.kb import load_kb
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from
 from astra_qaenv.trace import SCENARIOS
 from astra_qaenv.validate import ValidationConfig, validate_instance
 from astra_sandbox import SandboxConfig, open_session
-from conftest import router, schema_name
+from qaenv_helpers import router, schema_name
 
 pytestmark = pytest.mark.nsjail
 
@@ -91,7 +90,7 @@ def llm_build(server, verifier, attempts=3, **config):
     async def run():
         async with LLMClient(LLMConfig(base_url=server.base_url, max_retries=0)) as llm:
             return await build_environment(json.loads(json.dumps(QUESTION)), llm, verifier,
-                                           BuildConfig(synth=EnvSynthConfig(attempts=attempts, **config)))
+                                           BuildConfig(attempts=attempts, **config))
 
     return asyncio.run(run())
 
@@ -151,3 +150,9 @@ def test_an_error_observation_that_mentions_the_answer_verifies_nothing(verifier
     assert not check.ok and check.kind == "error_observation" and "error_observation" in check.reason()
     (check,) = verifier.check(code.replace("'error'", "'note'"), [Call(1, "get_capital", {"country": "V"}, "Ravpelmar")])
     assert check.ok
+
+
+def test_sandbox_flags_are_the_sandbox_configs_fields(cli):
+    result = cli("build-env", "--sandbox-memory-mb", "32", "--sandbox-pool-size", "1", input="")
+    assert result.exit_code == 1 and "memory_mb must be >= 64" in result.stderr, result.output
+    assert cli("merge", "--sandbox-call-timeout-s", "0", input="").exit_code == 1

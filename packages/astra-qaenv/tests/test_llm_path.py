@@ -8,7 +8,7 @@ not the quality of what survives.
 import json
 
 import pytest
-from conftest import read, write
+from qaenv_helpers import read, write
 
 pytestmark = [pytest.mark.llm, pytest.mark.nsjail]
 

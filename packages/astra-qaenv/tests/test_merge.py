@@ -7,13 +7,12 @@ import pytest
 from astra_core.llm import LLMClient, LLMConfig
 from astra_core.schema import validate
 from astra_qaenv.build import BuildConfig, assemble, build_environment, environment_record
-from astra_qaenv.envsynth import EnvSynthConfig
 from astra_qaenv.kb import load_kb
 from astra_qaenv.merge import MergeConfig, merge_environment
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from
 from astra_qaenv.validate import ValidationConfig, validate_instance
 from astra_sandbox import SandboxConfig, open_session
-from conftest import router, schema_name
+from qaenv_helpers import router, schema_name
 
 pytestmark = pytest.mark.nsjail
 
@@ -105,7 +104,7 @@ def test_llm_merge_reverifies_every_member_and_retries_a_breaking_insertion(reco
 
     async def run():
         async with LLMClient(LLMConfig(base_url=server.base_url, max_retries=0)) as llm:
-            return await merge_environment(env, llm, verifier, MergeConfig(seed=0, synth=EnvSynthConfig(attempts=2)))
+            return await merge_environment(env, llm, verifier, MergeConfig(seed=0, attempts=2))
 
     merged = asyncio.run(run())
     assert [schema_name(r) for r in server.chat_requests] == ["homogeneous_groups", "merge_insertion",
@@ -126,7 +125,7 @@ def test_a_failed_insertion_keeps_the_member_as_its_own_tool(recorded_llm, verif
 
     async def run():
         async with LLMClient(LLMConfig(base_url=server.base_url, max_retries=0)) as llm:
-            return await merge_environment(env, llm, verifier, MergeConfig(synth=EnvSynthConfig(attempts=2)))
+            return await merge_environment(env, llm, verifier, MergeConfig(attempts=2))
 
     merged = asyncio.run(run())
     assert len(merged["tools"]) == 2 and merged["merge"]["tools_after"] == 2

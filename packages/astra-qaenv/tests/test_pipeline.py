@@ -6,8 +6,9 @@ import re
 
 import pytest
 from astra_core.schema import validate
+from astra_core.testing import RecordedLLM
 from astra_qaenv.trace import by_level
-from conftest import read, write
+from qaenv_helpers import read, write
 
 pytestmark = pytest.mark.nsjail
 
@@ -43,9 +44,16 @@ def built(tmp_path_factory):
         ["build-env", tmp / "valid.jsonl", "-o", tmp / "env.jsonl", "--rejects", tmp / "r2.jsonl"],
         ["merge", tmp / "env.jsonl", "-o", tmp / "merged.jsonl", "--rejects", tmp / "r3.jsonl"],
     ]
-    for args in steps:
-        result = runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
-        assert result.exit_code == 0, result.output
+    # validate --no-judge, build-env and merge ask the LLM nothing here, but every LLM stage opens its endpoint
+    server = RecordedLLM(replies=[]).start()
+    try:
+        for args in steps:
+            result = runner.invoke(main, [str(a) for a in args], env={"ASTRA_LLM_BASE_URL": server.base_url},
+                                   catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+        assert server.chat_requests == []
+    finally:
+        server.stop()
     return tmp
 
 
@@ -77,7 +85,7 @@ def export(cli, built, tmp_path, *args, env=None):
 
 def test_bands_mixing_with_endpoint_embeddings(cli, built, tmp_path, recorded_llm):
     server = recorded_llm(embeddings=bag_of_words)
-    samples = export(cli, built, tmp_path, "--embedder", "endpoint", "-k", "2",
+    samples = export(cli, built, tmp_path, "--embedder", "endpoint", "--per-band", "2",
                      env={"ASTRA_LLM_BASE_URL": server.base_url})
     embedded = [r for r in server.requests if "input" in r]
     docs = [text for r in embedded for text in r["input"]]
@@ -102,7 +110,7 @@ def test_bands_mixing_with_endpoint_embeddings(cli, built, tmp_path, recorded_ll
         mixed += bool(sample["distractors"])
     assert mixed == len(samples)
     # same seed, same samples; the shuffle puts the environment's tools in varying positions
-    again = export(cli, built, tmp_path, "--embedder", "endpoint", "-k", "2", env={"ASTRA_LLM_BASE_URL": server.base_url})
+    again = export(cli, built, tmp_path, "--embedder", "endpoint", "--per-band", "2", env={"ASTRA_LLM_BASE_URL": server.base_url})
     assert [s["tools"] for s in again] == [s["tools"] for s in samples]
     first = {s["tools"][0]["function"]["name"] in s["distractors"] for s in samples}
     assert first == {True, False}
@@ -156,6 +164,19 @@ def test_a_sample_its_verified_calls_cannot_solve_is_rejected(cli, built, tmp_pa
     assert len(read(tmp_path / "rl.jsonl")) == len(envs) - 1
 
 
-def test_export_from_stdin_needs_a_tool_pool(cli, built):
-    result = cli("export", "-")
-    assert result.exit_code == 1 and "--tool-pool" in result.output
+def test_export_reads_stdin_as_it_reads_a_file(cli, built, tmp_path):
+    from_file = export(cli, built, tmp_path, "--mixing", "random")
+    for args in (["-"], []):
+        result = cli("export", *args, "--mixing", "random", "--rejects", tmp_path / "rej.jsonl",
+                     input=(built / "merged.jsonl").read_bytes())
+        assert result.exit_code == 0, result.stderr
+        from_stdin = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [(s["id"], s["tools"]) for s in from_stdin] == [(s["id"], s["tools"]) for s in from_file]
+        assert "<stdin>" not in result.stderr and read(tmp_path / "rej.jsonl") == []
+
+
+def test_export_of_a_wrong_typed_environment_names_its_line_and_field(cli, built):
+    env = {**read(built / "merged.jsonl")[0], "tools": "not a list"}
+    result = cli("export", "-", "--mixing", "none", input=json.dumps(env) + "\n")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "<stdin>:1" in result.stderr and "field tools" in result.stderr, result.stderr

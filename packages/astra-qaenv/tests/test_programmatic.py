@@ -10,6 +10,7 @@ from astra_qaenv.lookup import MergeConflict, merge_rows, render_lookup
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from, why_nothing
 from astra_qaenv.trace import SCENARIOS, depth, scenario_of, structural_problems
 from astra_reward import contains_answer
+from qaenv_helpers import read, write
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +140,27 @@ def test_kb_without_schema_gets_default_phrases(tmp_path):
 def test_kb_errors_name_the_problem(tmp_path, entities, relations, message):
     with pytest.raises(KBError, match=message):
         load_kb(write_kb(tmp_path, entities, relations))
+
+
+def test_the_command_rejects_a_wrong_typed_entity_by_line_and_field(cli, tmp_path):
+    starts = write(tmp_path / "starts.jsonl", [{"id": "country/valdoria"}, {"id": 5}, {"id": "city/atlantis"}])
+    stopped = cli("programmatic", starts)
+    assert stopped.exit_code == 1 and f"{starts}:2: field id:" in stopped.stderr, stopped.stderr
+    kept = cli("programmatic", starts, "--skip-bad", "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl")
+    assert kept.exit_code == 0, kept.stderr
+    assert {r["meta"]["parent_id"] for r in read(tmp_path / "qa.jsonl")} == {"country/valdoria"}
+    wrong_type, unknown = read(tmp_path / "rej.jsonl")
+    assert wrong_type["source"] == f"{starts}:2" and "5 is not of type 'string'" in wrong_type["reason"]
+    assert unknown["id"] == "city/atlantis" and "not in the knowledge base" in unknown["reason"]
+
+
+def test_config_file_and_flags_set_the_knobs_and_bad_values_name_the_field(cli, tmp_path):
+    starts = write(tmp_path / "starts.jsonl", [{"id": "country/valdoria"}])
+    config = tmp_path / "programmatic.yaml"
+    config.write_text("per_entity: 3\nscenarios: [Single-Hop, Multi-Hop]\n")
+    result = cli("programmatic", starts, "--config", config, "--per-entity", "2", "-o", tmp_path / "qa.jsonl")
+    assert result.exit_code == 0, result.stderr
+    made = read(tmp_path / "qa.jsonl")
+    assert len(made) == 2 and {r["scenario_type"] for r in made} <= {"Single-Hop", "Multi-Hop"}  # the flag wins
+    bad = cli("programmatic", starts, "--scenarios", "Single-Hop,Bogus")
+    assert bad.exit_code == 1 and "config field scenarios: unknown scenario type(s) ['Bogus']" in bad.stderr

@@ -1,7 +1,7 @@
 """Dataset statistics (paper A.1.2) and their plots."""
 
 from astra_qaenv.stats import plot, summarize
-from conftest import read, write
+from qaenv_helpers import read, write
 
 
 def instance(domain, scenario, deps, needs=None):

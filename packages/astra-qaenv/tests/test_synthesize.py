@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import read, write
+from qaenv_helpers import read, write
 
 TWO_HOP = {"scenario_type": "Multi-Hop", "main_question": "What is the population of the capital of Valdoria?",
            "final_answer": "Ravpelmar, 3291200.", "decomposition_trace": [
@@ -56,3 +56,15 @@ def test_an_unparseable_reply_is_rejected_with_what_the_model_said(tmp_path, cli
     assert "not a decomposition in ASTRA's format" in rejected["reason"]
     assert "Here are some questions" in rejected["reason"]
     assert len(server.chat_requests) == 2  # the model was asked again with the error
+
+
+def test_a_wrong_typed_knowledge_row_is_rejected_before_the_llm_sees_it(tmp_path, cli, recorded_llm):
+    server = recorded_llm(replies=[json.dumps([TWO_HOP])])
+    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": 42},
+                                        {"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."}])
+    result = cli("synthesize", rows, "--skip-bad", "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl",
+                 env={"ASTRA_LLM_BASE_URL": server.base_url})
+    assert result.exit_code == 0, result.output
+    (rejected,) = read(tmp_path / "rej.jsonl")
+    assert rejected["source"] == f"{rows}:1" and "field knowledge_corpus" in rejected["reason"]
+    assert len(server.chat_requests) == 1 and len(read(tmp_path / "qa.jsonl")) == 1

@@ -1,6 +1,6 @@
 """validate: structure, tool necessity (LLM, recorded replies) and the leaf-only rule."""
 
-from conftest import read, router, write
+from qaenv_helpers import read, router, write
 
 
 def instance(uuid_deps, **extra):

@@ -54,7 +54,7 @@ from astra_core.stage import Stage, StageError
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
-Opener = Callable[[Any, Any], contextlib.AbstractContextManager]  # (config, stage options) -> a resource
+Opener = Callable[..., contextlib.AbstractContextManager]  # (config[, stage options]) -> a resource
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class _Run:
 
     def __call__(self, fn, title, options, spec, settings, llm_config, user_config, parameters) -> Stage:
         with contextlib.ExitStack() as stack:
-            opened = {key: opener(settings, options) for key, opener in self.uses.items()}
+            opened = {key: _open(opener, settings, options) for key, opener in self.uses.items()}
             # An async resource (e.g. MCP server connections) lives on the event loop of the run: entered there.
             later = {key: cm for key, cm in opened.items() if hasattr(cm, "__aenter__")}
             resources = {key: stack.enter_context(cm) for key, cm in opened.items() if key not in later}
@@ -187,6 +187,15 @@ class _Run:
                 for key, label in (("llm", "llm"), ("user", "user_llm")):
                     if bound.get(key) is not None:
                         stage.stats[label] = str(bound[key].usage)
+
+
+def _open(opener: Callable, settings: Any, options: Any):
+    """An opener takes the config, and the stage options too if it asks for them (e.g. --resume)."""
+    try:
+        wants_options = len(inspect.signature(opener).parameters) >= 2
+    except (TypeError, ValueError):
+        wants_options = False
+    return opener(settings, options) if wants_options else opener(settings)
 
 
 def _user_llm_options(f: Callable) -> Callable:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from astra_core.extras import require
-from astra_core.jsonl import read_jsonl
+from astra_core.jsonl import MalformedLine, iter_raw_lines, parse_line
 
 from astra_eval.metrics import mean_pass, task_outcomes
 
@@ -33,14 +33,34 @@ AIME_SETTINGS = [("topk20", "top-k 20"), ("topk-1", "top-k -1")]
 Figures = dict[tuple[str, str], float]  # (group, column) -> percent
 
 
-def load(paths: Iterable[str | Path]) -> list[dict]:
-    """eval_result records of files, or of every *.jsonl under a directory."""
-    records: list[dict] = []
-    for path in map(Path, paths):
-        files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
-        for file in files:
-            records += [r for r in read_jsonl(file) if r.get("benchmark") and "success" in r]
-    return records
+@dataclass
+class Loaded:
+    """The eval_result records read, and the lines that are not one (each with its source and reason)."""
+
+    records: list[dict] = field(default_factory=list)
+    rejects: list[dict] = field(default_factory=list)
+
+
+def result_files(paths: Iterable[str | Path]) -> list[str]:
+    """Files as given ('-' is stdin), a directory as every *.jsonl under it."""
+    files: list[str] = []
+    for path in map(str, paths):
+        files += sorted(map(str, Path(path).rglob("*.jsonl"))) if Path(path).is_dir() else [path]
+    return files
+
+
+def load(paths: Iterable[str | Path]) -> Loaded:
+    """The eval_result records of files or directories. A line that is not a valid eval_result (a `success`
+    that is not a boolean, a missing score, ...) counts in no figure: it is a reject with the reason."""
+    loaded = Loaded()
+    for source, lineno, raw in iter_raw_lines(result_files(paths)):
+        try:
+            loaded.records.append(parse_line(source, lineno, raw, "eval_result").record)
+        except MalformedLine as bad:
+            where = f"field {bad.field}: " if bad.field else ""
+            loaded.rejects.append({"id": bad.record_id, "reason": f"malformed: {where}{bad.message}",
+                                   "source": f"{source}:{lineno}"})
+    return loaded
 
 
 def model_of(record: dict) -> str:

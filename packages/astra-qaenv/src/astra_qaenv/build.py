@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient
 from astra_core.records import new_record
 from astra_core.stage import Rejected
@@ -24,12 +25,12 @@ from astra_qaenv.trace import step_id
 from astra_qaenv.verify import Verifier, all_ok, failures
 
 
-@dataclass
-class BuildConfig:
-    """Knobs of `astra-qaenv build-env` (each is a CLI option)."""
+@dataclass(frozen=True)
+class BuildConfig(EnvSynthConfig):
+    """Knobs of `astra-qaenv build-env`."""
 
-    source: str = "auto"  # auto: a step's programmatic tool_source when it has one, else the LLM | llm: always LLM
-    synth: EnvSynthConfig = field(default_factory=EnvSynthConfig)
+    source: str = knob("auto", "auto: use a sub-question's programmatic tool_source when it has one; llm: always "
+                               "synthesize.", choices=("auto", "llm"))
 
 
 def lookup_subenv(step: dict) -> dict:
@@ -65,6 +66,10 @@ def environment_record(instance: dict, subenvs: list[dict], code: str, verified:
 
 
 async def build_environment(instance: dict, llm: LLMClient | None, verifier: Verifier, config: BuildConfig) -> dict:
+    """Validated qa_instance -> environment whose every tool call is verified in the sandbox.
+
+    A sub-environment (tool + code) per sub-question that needs a tool, composed into one module; every
+    call must return its sub-answer."""
     trace = instance["decomposition_trace"]
     unvalidated = [step_id(s) for s in trace if not isinstance(s.get("needs_tool"), bool)]
     if unvalidated:
@@ -79,7 +84,7 @@ async def build_environment(instance: dict, llm: LLMClient | None, verifier: Ver
             return lookup_subenv(step)
         if llm is None:
             raise SubEnvFailed(f"sub-question {step_id(step)} has no tool_source and no LLM is configured")
-        return await synthesize_subenv(llm, verifier, step, trace, config.synth)
+        return await synthesize_subenv(llm, verifier, step, trace, config)
 
     results = await asyncio.gather(*(one(s) for s in tool_steps), return_exceptions=True)
     for result in results:

@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -24,13 +25,13 @@ from astra_qaenv.trace import step_id
 from astra_qaenv.verify import Call, Verifier, static_problems
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnvSynthConfig:
-    """Knobs of LLM environment synthesis (CLI options of `build-env` and `merge`)."""
+    """Knobs of LLM environment synthesis (flags of `build-env` and `merge`)."""
 
-    attempts: int = 3  # implementation attempts, each restarting from the invocation statement
-    scaling: bool = True  # complexity-scale the generated tool spec
-    json_attempts: int = 2  # replies tried per LLM step until one parses against its schema
+    attempts: int = knob(3, "Implementation attempts per sub-task, each restarting from the invocation statement.")
+    scaling: bool = knob(True, "Complexity-scale generated tool specs.")
+    json_attempts: int = knob(2, "Replies tried per LLM step until one matches its JSON schema.")
 
 
 class SubEnvFailed(Exception):

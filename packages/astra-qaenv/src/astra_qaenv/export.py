@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from astra_core.jsonl import read_jsonl
+from astra_core.config import knob
+from astra_core.jsonl import MalformedLine, iter_raw_lines, parse_line
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
 from astra_reward import contains_answer, f1_reward
@@ -25,13 +26,13 @@ from astra_qaenv.trace import by_level, dag_levels, step_id
 
 
 @dataclass
-class ExportConfig:
-    """Knobs of `astra-qaenv export` (each is a CLI option)."""
+class ExportConfig(MixingConfig):
+    """Knobs of `astra-qaenv export`: the mixing of irrelevant tools, the prompt and the reward."""
 
-    mixing: MixingConfig = field(default_factory=MixingConfig)
-    system_prompt: str = SYSTEM_PROMPT
-    reward: str = "f1"  # f1 | recall | precision (the paper's reward ablation)
-    seed: int = 0
+    system_prompt: str | None = knob(None, "System prompt of every sample (unset: a tool-use instruction).")
+    reward: str = knob("f1", "The reward the samples ask for (recall / precision: the paper's ablation).",
+                       choices=("f1", "recall", "precision"))
+    seed: int = knob(0, "Seed of distractor sampling and shuffling.", flag="mix-seed")
 
 
 def pool_entries(records: Iterable[dict]) -> Iterable[tuple[dict, str]]:
@@ -53,9 +54,20 @@ def pool_entries(records: Iterable[dict]) -> Iterable[tuple[dict, str]]:
                 yield tool, domain
 
 
-def load_pool(paths: list[str]) -> ToolPool:
-    tools, domains = dedup_tools(pool_entries(record for path in paths for record in read_jsonl(path)))
+def load_pool(paths: list[str], *, kind: str | None = None, skip_bad: bool = False) -> ToolPool:
+    """The unique tools of the records in `paths` (of `kind` when given). A malformed line stops it unless
+    `skip_bad`: a stage reading the same files rejects them itself."""
+    tools, domains = dedup_tools(pool_entries(_records(paths, kind, skip_bad)))
     return ToolPool(tools, domains)
+
+
+def _records(paths: list[str], kind: str | None, skip_bad: bool) -> Iterable[dict]:
+    for source, lineno, raw in iter_raw_lines(paths):
+        try:
+            yield parse_line(source, lineno, raw, kind).record
+        except MalformedLine:
+            if not skip_bad:
+                raise
 
 
 def job_of(instance: dict) -> list[dict]:
@@ -73,9 +85,9 @@ def export_sample(env: dict, pool: ToolPool, config: ExportConfig) -> dict:
     own_names = [t["function"]["name"] for t in own]
     domain = env.get("domain") or instance.get("domain") or "unknown"
     seed = int(stable_id(config.seed, env["id"], length=8), 16)
-    mix = distractors(pool, own_names, [domain], config.mixing, seed)
+    mix = distractors(pool, own_names, [domain], config, seed)
     extra = [pool.tools[pool.index[name]] for name in mix["names"]]
-    messages = [{"role": "system", "content": config.system_prompt},
+    messages = [{"role": "system", "content": config.system_prompt or SYSTEM_PROMPT},
                 {"role": "user", "content": instance["main_question"]}]
     return new_record(f"rl-{env['id'].removeprefix('env-')}", parent=env, messages=messages,
                       tools=shuffled_tools(own, extra, seed), distractors=mix["names"],

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import stable_id
 
@@ -28,13 +29,13 @@ from astra_qaenv.lookup import MergeConflict, merge_rows, render_lookup
 from astra_qaenv.verify import Call, Verifier, all_ok, failures, static_problems
 
 
-@dataclass
-class MergeConfig:
-    """Knobs of `astra-qaenv merge` (each is a CLI option)."""
+@dataclass(frozen=True)
+class MergeConfig(EnvSynthConfig):
+    """Knobs of `astra-qaenv merge`."""
 
-    grouping: str = "auto"  # auto: lookups by tool, the rest by LLM | name: by tool name | llm: all by LLM
-    seed: int = 0
-    synth: EnvSynthConfig = field(default_factory=EnvSynthConfig)
+    grouping: str = knob("auto", "Homogeneous groups: auto = lookups by tool and the rest by the LLM; name; llm.",
+                         choices=("auto", "name", "llm"))
+    seed: int = knob(0, "Seed of each group's base choice.", flag="merge-seed")
 
 
 def _is_lookup(subenv: dict) -> bool:
@@ -62,7 +63,7 @@ async def _by_llm(indices: list[int], subenvs: list[dict], questions: dict[str, 
     try:
         reply, _ = await llm.chat_json([{"role": "user", "content": prompts.GROUP.format(steps=steps)}],
                                        prompts.GROUP_SCHEMA, name="homogeneous_groups",
-                                       attempts=config.synth.json_attempts)
+                                       attempts=config.json_attempts)
     except StructuredOutputError as exc:
         log.append(f"grouping: LLM reply unusable ({exc}); no LLM-grouped merges")
         return [[i] for i in indices]
@@ -127,13 +128,13 @@ async def _insert_llm(base: dict, member: dict, questions: dict[str, str], llm: 
     outcomes = []
     for new_call in member["calls"]:
         question = questions.get(str(new_call["sub_id"]), "")
-        for attempt in range(1, config.synth.attempts + 1):
+        for attempt in range(1, config.attempts + 1):
             text = prompts.MERGE.format(tool=json.dumps({**tool, "name": name}), code=base["code"], calls=covered,
                                         question=question, answer=new_call["expected"], other_code=member["code"],
                                         name=name)
             try:
                 reply, _ = await llm.chat_json([{"role": "user", "content": text}], prompts.MERGE_SCHEMA,
-                                               name="merge_insertion", attempts=config.synth.json_attempts)
+                                               name="merge_insertion", attempts=config.json_attempts)
             except StructuredOutputError as exc:
                 outcomes.append(f"attempt {attempt}: LLM reply unusable ({exc})")
                 continue
@@ -155,7 +156,7 @@ async def _insert_llm(base: dict, member: dict, questions: dict[str, str], llm: 
 
 
 async def merge_environment(env: dict, llm: LLMClient | None, verifier: Verifier, config: MergeConfig) -> dict:
-    """The environment with homogeneous sub-environments merged and every call re-verified."""
+    """environment -> environment with homogeneous sub-environments merged (all calls re-verified)."""
     log: list[str] = []
     subenvs = env["subenvs"]
     questions = {str(s["_uuid"]): s["sub_question"] for s in env["instance"]["decomposition_trace"]}

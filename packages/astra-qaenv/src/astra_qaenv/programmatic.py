@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from astra_core.config import check, knob
 from astra_core.records import new_record, stable_id
 
 from astra_qaenv.kb import Field, KnowledgeBase
@@ -42,15 +43,22 @@ class Lookup:
 
 @dataclass
 class ProgrammaticConfig:
-    """Knobs of `astra-qaenv programmatic` (each is a CLI option)."""
+    """Knobs of `astra-qaenv programmatic`."""
 
-    min_hops: int = 1  # hop budget: depth (hop levels) of the decomposition
-    max_hops: int = 3
-    scenarios: tuple[str, ...] = SCENARIOS
-    per_entity: int = 1  # instances (of distinct scenario types) started from each input entity
-    table_rows: int = 4  # extra rows of the field's table each lookup tool holds besides the asked one (-1: all)
-    seed: int = 0
-    tries: int = 24  # random walks tried per scenario before giving up
+    kb: str | None = knob(None, "Knowledge-base directory (entities.jsonl, relations.jsonl, schema.jsonl); "
+                                "unset: the bundled sample.")
+    min_hops: int = knob(1, "Hop budget (hop levels: depth of the decomposition), lower bound.")
+    max_hops: int = knob(3, "Hop budget, upper bound.")
+    scenarios: list[str] = knob(list(SCENARIOS), "Scenario types to build.")
+    per_entity: int = knob(1, "Instances (of distinct scenario types) started from each input entity.")
+    table_rows: int = knob(4, "Extra table rows each lookup tool holds besides the asked one (-1: the whole table).")
+    seed: int = knob(0, "Seed of the random walks.")
+    tries: int = knob(24, "Random walks tried per scenario type before giving up.")
+
+    def validate(self) -> None:
+        unknown = [s for s in self.scenarios if s not in SCENARIOS]
+        check(bool(self.scenarios) and not unknown, "scenarios",
+              f"unknown scenario type(s) {unknown}; choose from {', '.join(SCENARIOS)}")
 
 
 def _rng(config: ProgrammaticConfig, *parts) -> random.Random:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
@@ -21,14 +22,15 @@ from astra_qaenv.trace import depth, structural_problems
 
 @dataclass
 class SynthesisConfig:
-    """Knobs of `astra-qaenv synthesize` (each is a CLI option)."""
+    """Knobs of `astra-qaenv synthesize`."""
 
-    mode: str = "auto"  # auto (by row: `question` present -> conditional) | conditional | unconditional
-    min_hops: int = 2  # hop budget (hop levels) for unconditional generation
-    max_hops: int = 4
-    count: int = 2  # instances asked per knowledge row (unconditional)
-    attempts: int = 3  # replies tried per request until one parses against the schema
-    max_corpus_chars: int = 6000  # long corpora are cut to this
+    mode: str = knob("auto", "auto: rows with a `question` are decomposed, the others generate questions.",
+                     choices=("auto", "conditional", "unconditional"))
+    min_hops: int = knob(2, "Hop budget (hop levels) of unconditional generation, lower bound.")
+    max_hops: int = knob(4, "Hop budget, upper bound.")
+    count: int = knob(2, "Instances asked per knowledge row (unconditional).")
+    attempts: int = knob(3, "Replies tried per request until one parses against the schema.")
+    max_corpus_chars: int = knob(6000, "Longer knowledge corpora are cut to this.")
 
 
 def mode_of(row: dict, config: SynthesisConfig) -> str:

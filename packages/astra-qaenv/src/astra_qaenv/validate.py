@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from astra_core.config import knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.stage import Rejected
+from astra_reward.judges import judge_qa
 
 from astra_qaenv import prompts
 from astra_qaenv.trace import dependents, scenario_of, step_id, structural_problems
@@ -21,12 +23,13 @@ from astra_qaenv.trace import dependents, scenario_of, step_id, structural_probl
 
 @dataclass
 class ValidationConfig:
-    """Knobs of `astra-qaenv validate` (each is a CLI option)."""
+    """Knobs of `astra-qaenv validate`."""
 
-    necessity: str = "auto"  # auto (given flags when every step has one, else llm) | llm | given
-    judge: bool = True  # score with astra-reward's Q–A judge and apply the threshold
-    threshold: float = 0.75  # minimum QS = mean(DC, SA, SR, TC)
-    attempts: int = 3
+    necessity: str = knob("auto", "Tool necessity per sub-question: the LLM, or the needs_tool flags present (auto: "
+                                  "the flags if all are set).", choices=("auto", "llm", "given"))
+    judge: bool = knob(True, "Score DC/SA/SR/TC with astra-reward's Q–A judge and apply --threshold to their mean QS.")
+    threshold: float = knob(0.75, "Minimum QS = mean(DC, SA, SR, TC).")
+    attempts: int = knob(3, "Replies tried until one parses.")
 
 
 def check_structure(instance: dict) -> None:
@@ -81,8 +84,10 @@ def given_necessity(instance: dict) -> bool:
     return all(isinstance(s.get("needs_tool"), bool) for s in instance["decomposition_trace"])
 
 
-async def validate_instance(instance: dict, llm: LLMClient | None, config: ValidationConfig, judge_qa=None) -> dict:
-    """The validated instance (with needs_tool and scores), or Rejected with the reason."""
+async def validate_instance(instance: dict, llm: LLMClient | None, config: ValidationConfig) -> dict:
+    """qa_instance -> qa_instance with needs_tool and scores (structure, tool necessity, quality).
+
+    A record that fails a check is rejected with the reason."""
     check_structure(instance)
     mode = config.necessity
     if mode == "auto":

@@ -11,10 +11,12 @@ from __future__ import annotations
 import ast
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 
+from astra_core.config import knob
 from astra_reward import contains_answer
 from astra_reward.conversation import is_error_observation
+from astra_sandbox import SandboxConfig
 
 
 @dataclass
@@ -87,21 +89,14 @@ def imported_modules(tree: ast.AST) -> set[str]:
 
 # -- running calls in the sandbox ------------------------------------------------------------------
 
-@dataclass
-class VerifierConfig:
-    """Sandbox limits for verification runs (see astra_sandbox.SandboxConfig)."""
+@dataclass(frozen=True)
+class VerifierConfig(SandboxConfig):
+    """The sandbox limits of verification runs (every `--sandbox-...` flag) and the size of the warm pool."""
 
-    jail: bool = True
-    call_timeout_s: float = 5.0
-    memory_mb: int = 512
-    workers: int = 2  # warm sandbox workers
-    extra: dict = field(default_factory=dict)  # any other SandboxConfig field
+    pool_size: int = knob(2, "Warm sandbox workers verifying tool calls in parallel.", flag="sandbox-pool-size")
 
-    def sandbox(self):
-        from astra_sandbox import SandboxConfig
-
-        return SandboxConfig(jail=self.jail, call_timeout_s=self.call_timeout_s, memory_mb=self.memory_mb,
-                             **self.extra)
+    def sandbox(self) -> SandboxConfig:
+        return SandboxConfig(**{f.name: getattr(self, f.name) for f in fields(SandboxConfig)})
 
 
 class Verifier:
@@ -119,7 +114,7 @@ class Verifier:
     def __enter__(self) -> Verifier:
         from astra_sandbox import SessionPool
 
-        self._pool = self._stack.enter_context(SessionPool(size=self.config.workers, config=self.config.sandbox()))
+        self._pool = self._stack.enter_context(SessionPool(size=self.config.pool_size, config=self.config.sandbox()))
         return self
 
     def __exit__(self, *exc: object) -> None:

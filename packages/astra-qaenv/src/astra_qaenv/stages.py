@@ -1,0 +1,160 @@
+"""What each `astra-qaenv` command does to one record: input shapes, configs and per-record functions.
+
+The command line (`cli.py`) only declares them; `validate_instance`, `build_environment` and
+`merge_environment` are stage functions as they stand. A library user calls the same functions:
+
+    from astra_qaenv.stages import ProgrammaticConfig, programmatic_record
+    instances = programmatic_record(entity, ProgrammaticConfig(per_entity=2), kb=load_kb())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from astra_core.config import knob
+from astra_core.jsonl import dumps
+from astra_core.llm import LLMClient, LLMConfig
+from astra_core.records import add_provenance
+from astra_core.schema import validate
+from astra_core.stage import Rejected, Stage, StageError, StageOptions
+
+from astra_qaenv.build import BuildConfig
+from astra_qaenv.export import ExportConfig, export_sample, load_pool, solvable
+from astra_qaenv.kb import KBError, KnowledgeBase, load_kb
+from astra_qaenv.merge import MergeConfig
+from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from, why_nothing
+from astra_qaenv.synthesize import SynthesisConfig, synthesize_row
+from astra_qaenv.verify import VerifierConfig
+
+# -- input shapes that are not record kinds (typed: a wrong type is a reject, never an instance) ------------
+
+KNOWLEDGE_ROW = {
+    "title": "knowledge row",
+    "description": "An ASTRA knowledge row: {domain, knowledge_corpus} (questions are generated) or "
+                   "{question, domain} (the question is decomposed).",
+    "type": "object",
+    "anyOf": [{"required": ["knowledge_corpus"]}, {"required": ["question"]}],
+    "properties": {"id": {"type": "string"}, "domain": {"type": "string"},
+                   "knowledge_corpus": {"type": "string"}, "question": {"type": "string"}},
+}
+
+ENTITY_ROW = {
+    "title": "entity row",
+    "description": "A start entity of the knowledge base's walks: a row of its entities.jsonl (only `id` is read).",
+    "type": "object",
+    "required": ["id"],
+    "properties": {"id": {"type": "string"}, "type": {"type": "string"}, "name": {"type": "string"}},
+}
+
+
+# -- synthesis ----------------------------------------------------------------------------------------
+
+async def synthesize_record(row: dict, config: SynthesisConfig, llm: LLMClient, stage: Stage) -> list[dict]:
+    """ASTRA knowledge rows ({domain, knowledge_corpus} or {question, domain}) -> qa_instance (LLM).
+
+    Instances the LLM wrote that break the decomposition format go to --rejects one by one.
+    """
+    kept, dropped = await synthesize_row(llm, row, config)
+    for instance, reason in dropped:
+        stage.reject(instance, reason)
+    if not kept:
+        raise Rejected(f"all {len(dropped)} instance(s) the LLM wrote were dropped (see their rejects)")
+    return kept
+
+
+@contextlib.contextmanager
+def open_kb(config: ProgrammaticConfig) -> Iterator[KnowledgeBase]:
+    try:
+        yield load_kb(config.kb)
+    except KBError as exc:
+        raise StageError(str(exc)) from exc
+
+
+def programmatic_record(entity: dict, config: ProgrammaticConfig, kb: KnowledgeBase) -> list[dict]:
+    """Entity rows (walk starts) -> qa_instance by walking the KB's relations (no LLM).
+
+    \b
+    astra-qaenv sample-data entities | astra-qaenv programmatic > qa.jsonl
+    """
+    instances = synthesize_from(kb, entity, config)
+    if not instances:
+        raise Rejected(why_nothing(kb, entity, config))
+    return instances
+
+
+# -- environments: the sandbox settings join the synthesis knobs -------------------------------------------
+
+@dataclass(frozen=True)
+class BuildEnvConfig(BuildConfig, VerifierConfig):
+    """`build-env`: the synthesis knobs and the sandbox that verifies every call."""
+
+
+@dataclass(frozen=True)
+class MergeEnvConfig(MergeConfig, VerifierConfig):
+    """`merge`: the merge knobs and the sandbox that re-verifies every call."""
+
+
+# -- export: a whole-input pass (the tool pool is every input's tools) --------------------------------------
+
+@dataclass
+class ExportCommandConfig(ExportConfig):
+    embedder: str = knob("auto", "Tool-doc embeddings: local all-MiniLM-L6-v2 (extra `local`), or the endpoint's "
+                                 "/v1/embeddings (auto: local when installed).", choices=("auto", "local", "endpoint"))
+    embedding_model: str | None = knob(None, "Model name for --embedder endpoint (unset: the endpoint's first).")
+    tool_pool: list[str] = knob([], "JSONL of environments / tool servers / tools forming the distractor pool "
+                                    "(none: the inputs' tools).")
+    gold_trajectories: str | None = knob(None, "Also write one trajectory per sample solving it with the verified "
+                                               "calls (SFT warm start) to this file.")
+
+
+@contextlib.contextmanager
+def spooled_stdin() -> Iterator[str]:
+    """stdin copied to a temporary file whose path is yielded for a first pass; the copy is then stdin again,
+    so a second pass reading '-' still names its lines <stdin>:N."""
+    original = sys.stdin
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", prefix="astra-qaenv-stdin-") as spool:
+        shutil.copyfileobj(original.buffer, spool)
+        spool.flush()
+        spool.seek(0)
+        sys.stdin = io.TextIOWrapper(spool)
+        try:
+            yield spool.name
+        finally:
+            sys.stdin.detach()
+            sys.stdin = original
+
+
+def export_all(options: StageOptions, config: ExportCommandConfig, llm_config: LLMConfig) -> Stage:
+    """environment -> rl_sample (tools + mixed distractors, job, prompt) [+ gold trajectories]."""
+    from astra_qaenv.embed import make_embedder, tool_document
+
+    # The pool is the inputs' tools unless --tool-pool: the inputs are read before the stage reads them.
+    spool = "-" in options.inputs and not config.tool_pool
+    with (spooled_stdin() if spool else contextlib.nullcontext("-")) as stdin_copy, contextlib.ExitStack() as stack:
+        pool_paths = [stdin_copy if path == "-" else path for path in options.inputs]
+        pool = load_pool(config.tool_pool) if config.tool_pool else \
+            load_pool(pool_paths, kind="environment", skip_bad=True)
+        if config.mode == "bands" and pool.tools:
+            pool.embeddings = make_embedder(config.embedder, llm_config, config.embedding_model)(
+                [tool_document(t) for t in pool.tools])
+        gold = stack.enter_context(open(config.gold_trajectories, "wb")) if config.gold_trajectories else None
+
+        def one(env: dict) -> dict:
+            sample = export_sample(env, pool, config)
+            trajectory = solvable(validate(sample, "rl_sample"), env)
+            if gold is not None:
+                add_provenance(trajectory, "astra-qaenv export", seed=config.seed)
+                gold.write(dumps(validate(trajectory, "trajectory")))
+            return sample
+
+        with Stage("astra-qaenv export", options, in_kind="environment", out_kind="rl_sample",
+                   seed=config.seed) as stage:
+            stage.stats["tool pool"] = f"{len(pool)} unique tools in {len(set(pool.domains))} domains"
+            stage.run(one)
+        return stage
