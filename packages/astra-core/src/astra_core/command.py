@@ -173,12 +173,14 @@ class _Run:
             for key, client_config in (("llm", llm_config), ("user", user_config)):
                 if client_config is None:
                     continue
-                try:
-                    bound[key] = await clients.enter_async_context(LLMClient(client_config))
-                    if key == "llm":
-                        stage.provenance(model=await bound["llm"].model(), seed=client_config.seed)
-                except LLMError as exc:
-                    raise StageError(str(exc)) from exc
+                client = bound[key] = await clients.enter_async_context(LLMClient(client_config))
+                if client_config.base_url:  # a configured endpoint is checked up front: a typo fails once, not per record
+                    try:
+                        await client.model()
+                    except LLMError as exc:
+                        raise StageError(str(exc)) from exc
+                if key == "llm":  # (the embedded model starts on the first request: a stage asking nothing starts none)
+                    stage.provenance(model=lambda client=client: client.model_name, seed=client_config.seed)
             bound.setdefault("llm", None)
             width = self.concurrency or (llm_config.concurrency if llm_config else 8)
             try:

@@ -172,6 +172,7 @@ class Stage:
         self.counts = Counts()
         self.stats: dict[str, Any] = {}  # extra figures printed with the counts (token usage, ...)
         self._step = provenance_step(command, model=model, seed=seed)
+        self._model_of: Callable[[], str | None] | None = None
         self._total = total
         self._out: IO[bytes] | None = None
         self._parquet: Callable | None = None  # -o FILE.parquet: converts the spooled JSONL on exit
@@ -182,9 +183,12 @@ class Stage:
         self._first_error_shown = False
         self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
 
-    def provenance(self, *, model: str | None = None, seed: int | None = None) -> None:
-        """The model (and seed) the output records' provenance step names, once known."""
-        self._step = provenance_step(self.command, model=model, seed=seed)
+    def provenance(self, *, model: str | Callable[[], str | None] | None = None, seed: int | None = None) -> None:
+        """The model (and seed) the output records' provenance step names. `model` may be a function asked
+        at each record: a client learns its endpoint's model on its first request, and a stage that asks
+        nothing should not start a model just to name it."""
+        self._model_of = model if callable(model) else None
+        self._step = provenance_step(self.command, model=None if callable(model) else model, seed=seed)
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> Stage:
@@ -327,7 +331,10 @@ class Stage:
         meta = record.setdefault("meta", {})
         steps = meta.setdefault("provenance", [])
         if not steps or steps[-1].get("command") != self.command:
-            steps.append(dict(self._step))
+            step = dict(self._step)
+            if self._model_of is not None:
+                step["model"] = self._model_of()
+            steps.append(step)
         if source is not None and record.get("id") != source.get("id"):
             meta["parent_id"] = source.get("id")
 

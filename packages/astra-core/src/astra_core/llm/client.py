@@ -207,6 +207,11 @@ class LLMClient:
                                                    timeout=aiohttp.ClientTimeout(total=self.config.timeout))
             return self._http
 
+    @property
+    def model_name(self) -> str | None:
+        """The model requests use, once known (configured, or learned on the first request)."""
+        return self._model
+
     async def model(self) -> str:
         """The model name requests use: configured, or the first one the endpoint lists."""
         if self._model is None:
