@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
         browser = launch(playwright)
         page = open_report(browser, report, argv[2] if len(argv) == 3 else "/")
         page.wait_for_timeout(200)
-        png = page.screenshot(path=str(out), full_page=True)
+        png = page.screenshot(path=str(out))  # the first screen: what a reader sees on opening it
         browser.close()
     if is_blank(png):
         print(f"{out}: the screenshot is blank", file=sys.stderr)
