@@ -296,15 +296,20 @@ class EpisodeRunner:
         expected = self.renderer.encode_text(text)
         ours = episode.token_ids + self.renderer.closing_ids(episode.last_stopped)
         episode.retokenize_match = ours == expected
-        if not episode.retokenize_match:
-            self.retokenize_mismatches += 1
-            if not self._warned_mismatch:
-                self._warned_mismatch = True
-                at = next((i for i, (a, b) in enumerate(zip(ours, expected, strict=False)) if a != b),
-                          min(len(ours), len(expected)))
-                print(f"astra-grpo: warning: re-tokenizing episode of {episode.sample['id']} differs from the "
-                      f"generated tokens at position {at} (training uses the generated tokens; further "
-                      "mismatches are only counted)", file=sys.stderr)
+        if episode.retokenize_match:
+            return
+        self.retokenize_mismatches += 1
+        decode = self.renderer.tokenizer.decode
+        if decode(ours) == decode(expected):
+            return  # the same text: a sampled token sequence that is not its canonical encoding (counted only)
+        if not self._warned_mismatch:
+            self._warned_mismatch = True
+            at = next((i for i, (a, b) in enumerate(zip(ours, expected, strict=False)) if a != b),
+                      min(len(ours), len(expected)))
+            print(f"astra-grpo: warning: the chat template renders the episode of {episode.sample['id']} as a "
+                  f"different text than the one generated, from token {at}: {decode(expected[at:at + 12])!r} "
+                  f"instead of {decode(ours[at:at + 12])!r} (training uses the generated tokens; further "
+                  "mismatches are only counted)", file=sys.stderr)
 
 
 def _fail(episode: Episode, error: str) -> None:
