@@ -54,24 +54,16 @@ astra-toolgraph tasks "$TG/tasks.input.jsonl" --servers "$TG/servers.jsonl" --pe
 head -n 1 "$TG/tasks.jsonl" | astra-toolgraph augment --attempts 1 -o "$TG/tasks.augmented.jsonl" "${LLM[@]}"
 cat "$TG/tasks.jsonl" <(tail -n +2 "$TG/tasks.augmented.jsonl") > "$TG/tasks.all.jsonl"
 
-# 5. Scoring: astra-reward's task judge with thresholds (paper Eq. 1). The tiny judge's ratings are poor and
-#    a task below a threshold is rejected: when none passes, the rollout below takes the judged-and-rejected
-#    tasks so that the last stages still have input, each marked `meta.demo_rejected` with the judge's reason
-#    (their trajectories carry it on as meta.parent_id; no dataset should take them).
+# 5. Scoring: astra-reward's task judge with thresholds (paper Eq. 1). Only accepted tasks are rolled out; the
+#    tiny judge's ratings are poor, and when it accepts none the demo says so and rolls out the package's
+#    bundled hand-written tasks instead (each says so in meta.sample), never the rejected ones.
 astra-reward judge-task "$TG/tasks.all.jsonl" --servers "$TG/servers.jsonl" --min-score 0.6 --attempts 1 \
   -o "$TG/tasks.scored.jsonl" --rejects "$TG/tasks.scored.rejects.jsonl" "${LLM[@]}"
 if [ -s "$TG/tasks.scored.jsonl" ]; then
   cp "$TG/tasks.scored.jsonl" "$TG/tasks.rollout.jsonl"
 else
-  echo "no task passed the judge: rolling out the rejected ones, marked meta.demo_rejected (path only, not data)"
-  python - "$TG/tasks.scored.rejects.jsonl" > "$TG/tasks.rollout.jsonl" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    reject = json.loads(line)
-    task = reject["record"]
-    task.setdefault("meta", {})["demo_rejected"] = f"{reject['stage']}: {reject['reason']}"
-    print(json.dumps(task))
-PY
+  echo "the judge accepted no synthesized task: rolling out the bundled sample tasks (astra-toolgraph samples --what tasks)"
+  astra-toolgraph samples --what tasks > "$TG/tasks.rollout.jsonl"
 fi
 
 # 6. Trajectories: real calls on sqlite/filesystem, the stateful emulator (20% injected failures) elsewhere.

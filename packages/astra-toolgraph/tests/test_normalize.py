@@ -139,3 +139,20 @@ def test_a_source_can_expose_only_some_tools():
 def invoke_samples():
     import json
     return [json.loads(line) for line in invoke("samples").stdout.splitlines()]
+
+
+def test_the_bundled_sample_tasks_are_tasks_for_bundled_tools():
+    import json
+
+    from astra_core.schema import validate
+
+    tasks = [json.loads(line) for line in invoke("samples", "--what", "tasks").stdout.splitlines()]
+    calendar = next(s for s in invoke_samples() if s.get("id") == "calendar")
+    (server,) = asyncio.run(normalize_source(calendar))
+    calendar_tools = {t["function"]["name"] for t in server["tools"]}
+    for task in tasks:
+        validate(task, "task")
+        assert task["meta"]["sample"].startswith("bundled")
+        if task["server_id"] == "calendar":
+            assert set(task["chain"]) <= calendar_tools
+    assert {t["server_id"] for t in tasks} == {"calendar", "sqlite"}

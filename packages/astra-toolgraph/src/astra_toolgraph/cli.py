@@ -34,8 +34,14 @@ def main() -> None:
 
 
 @main.command()
-def samples() -> None:
-    """Print the bundled example sources (JSONL, absolute paths) for `normalize`."""
+@click.option("--what", type=click.Choice(["sources", "tasks"]), default="sources", show_default=True,
+              help="sources: tool documents for `normalize`; tasks: hand-written tasks for the bundled calendar "
+                   "and an mcp-server-sqlite server (for `rollout` when no synthesized task is accepted).")
+def samples(what: str) -> None:
+    """Print bundled example records: tool sources (absolute paths) for `normalize`, or tasks."""
+    if what == "tasks":
+        click.echo((data.data_dir() / "sample_tasks.jsonl").read_text(encoding="utf-8"), nl=False)
+        return
     for source in data.sample_sources():
         click.echo(json.dumps(source, ensure_ascii=False))
 
