@@ -41,7 +41,10 @@ astra-toolgraph evolve rollout "$E/seed_verified.jsonl" --domains "$E/domain.jso
   --max-turns 1 --max-user-turns 1 --assistant-max-tokens 24 --user-max-tokens 24 -o "$E/seed_trajectories.jsonl"
 astra-toolgraph evolve verify "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
   --no-judge-trajectories -o "$E/seed_verified_trajectories.jsonl"
-astra-toolgraph evolve export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" --all -o "$E/user_sft.jsonl"
+# The user model's SFT data: accepted (SUCCESS) trajectories only; the others go to the rejects with their verdict.
+astra-toolgraph evolve export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" -o "$E/user_sft.jsonl" \
+  --rejects "$E/rejects.user_sft.jsonl"
+[ -s "$E/user_sft.jsonl" ] || echo "no trajectory was accepted: the user-model SFT file is empty (the tiny model's conversations failed their checks)"
 astra-toolgraph evolve export-rl "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" -o "$E/rl_samples.jsonl"
 
 # 4. GRPO with the user simulator (the embedded server plays the user; the policy is the SFT model of
