@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 from astra_core.config import knob
 from astra_core.llm import LLMClient, StructuredOutputError
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from astra_qaenv import prompts
 from astra_qaenv.trace import step_id
@@ -54,6 +52,9 @@ async def _ask(llm: LLMClient, what: str, text: str, schema: dict, config: EnvSy
 
 
 def spec_problems(tool: dict) -> list[str]:
+    from jsonschema import Draft202012Validator  # imported when used: it costs a command's start-up
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(tool["parameters"])
     except SchemaError as exc:
@@ -63,6 +64,8 @@ def spec_problems(tool: dict) -> list[str]:
 
 
 def call_problems(call: dict, tool: dict) -> list[str]:
+    from jsonschema import Draft202012Validator
+
     if call["name"] != tool["name"]:
         return [f"the call names {call['name']!r}, not the tool {tool['name']!r}"]
     errors = Draft202012Validator(tool["parameters"]).iter_errors(call["arguments"])

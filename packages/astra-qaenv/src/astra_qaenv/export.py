@@ -20,19 +20,10 @@ from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
 from astra_reward import contains_answer, f1_reward
 
-from astra_qaenv.mixing import MixingConfig, ToolPool, dedup_tools, distractors, shuffled_tools
+from astra_qaenv.export_config import ExportConfig, MixingConfig  # noqa: F401 - their home before
+from astra_qaenv.mixing import ToolPool, dedup_tools, distractors, shuffled_tools
 from astra_qaenv.prompts import SYSTEM_PROMPT
 from astra_qaenv.trace import by_level, dag_levels, step_id
-
-
-@dataclass
-class ExportConfig(MixingConfig):
-    """Knobs of `astra-qaenv export`: the mixing of irrelevant tools, the prompt and the reward."""
-
-    system_prompt: str | None = knob(None, "System prompt of every sample (unset: a tool-use instruction).")
-    reward: str = knob("f1", "The reward the samples ask for (recall / precision: the paper's ablation).",
-                       choices=("f1", "recall", "precision"))
-    seed: int = knob(0, "Seed of distractor sampling and shuffling.", flag="mix-seed")
 
 
 def pool_entries(records: Iterable[dict]) -> Iterable[tuple[dict, str]]:

@@ -18,22 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-from astra_core.config import knob
+from astra_qaenv.export_config import MixingConfig
 
 BANDS = ("high", "med", "low")
-
-
-@dataclass
-class MixingConfig:
-    """Knobs of irrelevant-tool mixing (flags of `export`)."""
-
-    mode: str = knob("bands", "Irrelevant tools: similarity bands (paper), random ones from other domains, or none.",
-                     choices=("bands", "random", "none"), flag="mixing")
-    k: int = knob(3, "Up to K distractors per band.", flag="per-band")
-    high: float = knob(0.85, "High band: normalized similarity above this.")
-    low: float = knob(0.4, "Low band: normalized similarity below this (in between: the medium band).")
-    random_min: int = knob(5, "random mode: at least this many distractors.")
-    random_max: int = knob(9, "random mode: at most this many distractors.")
 
 
 @dataclass

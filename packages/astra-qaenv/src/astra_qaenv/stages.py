@@ -25,7 +25,7 @@ from astra_core.schema import validate
 from astra_core.stage import Rejected, Stage, StageError, StageOptions
 
 from astra_qaenv.build import BuildConfig
-from astra_qaenv.export import ExportConfig, export_sample, load_pool, solvable
+from astra_qaenv.export_config import ExportConfig
 from astra_qaenv.kb import KBError, KnowledgeBase, load_kb
 from astra_qaenv.merge import MergeConfig
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from, why_nothing
@@ -132,6 +132,8 @@ def spooled_stdin() -> Iterator[str]:
 
 def export_all(options: StageOptions, config: ExportCommandConfig, llm_config: LLMConfig) -> Stage:
     """environment -> rl_sample (tools + mixed distractors, job, prompt) [+ gold trajectories]."""
+    from astra_qaenv.export import export_sample, load_pool, solvable  # numpy: imported when exporting
+
     from astra_qaenv.embed import make_embedder, tool_document
 
     # The pool is the inputs' tools unless --tool-pool: the inputs are read before the stage reads them.
