@@ -163,9 +163,13 @@ class Zygote:
             episode = self.episode = self.take(message)
             episode.close_outputs()  # an environment's prints are captured per call instead
             job = {"mode": "environment", "code": message["code"], "limits": message["limits"]}
-            return self.exchange(job, message["limits"]["call_timeout_s"])
+            # the next blank episode is forked while this one loads its code
+            return self.exchange(job, message["limits"]["call_timeout_s"], meanwhile=self.refill)
         if op in ("call", "state"):
             return self.exchange(message, self.episode.limits["call_timeout_s"] if self.episode else 0)
+        if op == "status":
+            return {"ok": True, "ready": [spare.pid for spare in self.spares()],
+                    "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
         if op == "close":
             self.retire()
             return {"ok": True}
@@ -177,14 +181,17 @@ class Zygote:
     def work_while_idle(self) -> None:
         """Until the host sends something: prepare the next blank episode, reap closed ones (which
         exit on their own within milliseconds; stragglers are killed after a second)."""
+        self.reap_exited()
         while len(self.ending) > MAX_ENDING:  # never let them pile up, even under a flood of requests
             self.finish(self.ending.pop(0), settle_s=0.5)
         while True:
+            if self.spare is not None and not self.ending:
+                return
             host_waiting = bool(select.select([0], [], [], QUIET_S)[0])
             if host_waiting:
                 return
             if self.spare is None and self.base_limits is not None:
-                self.spare = self.spawn(self.base_limits, [], {})
+                self.refill()
                 continue
             if not self.ending:
                 return
@@ -199,14 +206,33 @@ class Zygote:
 
     # -- episodes ------------------------------------------------------------------------------
     def take(self, message: dict) -> Episode:
-        """The spare episode if it fits (no requirements to bind), else a freshly forked one."""
+        """The spare episode if it fits (no requirements to bind), else a freshly forked one. A spare
+        is handed out once: it is never put back, whatever becomes of its episode."""
         self.base_limits = self.base_limits or message["limits"]
+        if self.spare is not None and self.spare.exited():  # it died waiting (it never ran code)
+            self.ending.append(self.spare)
+            self.spare = None
+        if self.spare is None or message.get("site"):
+            return self.spawn(self.base_limits, message.get("site", []), message)
         spare, self.spare = self.spare, None
-        if spare is not None and not message.get("site") and not spare.exited():
-            return spare
-        if spare is not None:
-            self.ending.append(spare)
-        return self.spawn(self.base_limits, message.get("site", []), message)
+        return spare
+
+    def refill(self) -> None:
+        """Prepare the next blank episode (the fork is the zygote's part; the child isolates itself)."""
+        if self.spare is None and self.base_limits is not None:
+            self.spare = self.spawn(self.base_limits, [], {})
+
+    def spares(self) -> list[Episode]:
+        return [self.spare] if self.spare is not None else []
+
+    def reap_exited(self) -> None:
+        """Finish closed episodes that have exited already, without waiting for any."""
+        if not self.ending:
+            return
+        pidfds = {episode.pidfd: episode for episode in self.ending}
+        for fd in select.select(list(pidfds), [], [], 0)[0]:
+            self.ending.remove(pidfds[fd])
+            self.finish(pidfds[fd])
 
     def retire(self) -> None:
         """End the running episode: an idle environment exits on the end of its requests, so its
@@ -380,8 +406,9 @@ class Zygote:
         episode, self.episode = self.episode, None
         return episode
 
-    def exchange(self, message: dict, timeout: float) -> dict:
-        """Send a request (or the job) to the episode's code and await its reply within `timeout`."""
+    def exchange(self, message: dict, timeout: float, meanwhile=None) -> dict:
+        """Send a request (or the job) to the episode's code and await its reply within `timeout`,
+        doing `meanwhile` while the code works."""
         episode = self.episode
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
@@ -390,6 +417,8 @@ class Zygote:
         max_reply = REPLY_BASE_BYTES + 8 * episode.limits["max_output_bytes"]
         try:
             write_frame(episode.requests, message, deadline)
+            if meanwhile is not None:
+                meanwhile()
             reply = read_frame(episode.replies, deadline, max_reply)
         except TimeoutError:
             self.finish(self._drop())
@@ -420,6 +449,7 @@ class Zygote:
             write_frame(episode.requests, job, deadline)
         except (TimeoutError, OSError):
             pass  # the program never started: reported as an Error below
+        self.refill()
         streams = {fd: bytearray() for fd in episode.outputs}
         dropped = dict.fromkeys(episode.outputs, 0)
         open_fds, exited, timed_out = set(episode.outputs), False, False
