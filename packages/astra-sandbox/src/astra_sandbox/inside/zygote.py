@@ -29,10 +29,8 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
 from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment
@@ -126,6 +124,7 @@ class Zygote:
         self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if jailed else None
         if jailed:
             self.mounts.forbid_user_namespaces()
+            set_code_environment("/tmp")  # inherited by every episode: cheaper than setting it in each
         self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
         self.episode: Episode | None = None  # the running environment or program
         self.spare: Episode | None = None
@@ -251,7 +250,7 @@ class Zygote:
         # the code's ends: read requests, write the rest
         child_fds = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
         own_fds = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
-        workdir = None if self.jailed else tempfile.mkdtemp(prefix="astra-episode-")
+        workdir = None if self.jailed else _unsafe_workdir()
         if self.jailed:
             os.unshare(os.CLONE_NEWPID)  # the next child is pid 1 of a new pid namespace
         try:
@@ -332,13 +331,12 @@ class Zygote:
 
     def become_code(self, limits: dict, with_requirements: bool, fds: dict, workdir: str | None) -> None:
         """Drop to the sandbox user with rlimits and clean fds, wait for the job, run the untrusted code."""
-        null = os.open(os.devnull, os.O_RDWR)
-        _move_fds({0: null, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        # fd 0 is /dev/null already (see _keep_only)
+        _move_fds({0: 0, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        os.chdir(workdir or "/tmp")
+        if workdir:  # unsafe mode; in the jail, the zygote set the code's environment once at its start
+            set_code_environment(workdir)
         workdir = workdir or "/tmp"
-        os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
-                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
         if self.jailed:  # (unsafe mode runs as the invoking user)
             uid = limits["uid"]
             os.setgroups([])
@@ -379,6 +377,8 @@ class Zygote:
                 os.close(fd)
         episode.requests, episode.outputs = None, None
         if episode.workdir:
+            import shutil  # unsafe mode only: the jail's zygote stays small, which makes forks cheaper
+
             shutil.rmtree(episode.workdir, ignore_errors=True)
         if episode.exit is None:
             return "stopped"
@@ -527,6 +527,19 @@ def apply_limits(limits: dict) -> None:
         if current_hard != resource.RLIM_INFINITY:
             hard = min(hard, current_hard)
         resource.setrlimit(kind, (min(soft, hard), hard))
+
+
+def _unsafe_workdir() -> str:
+    import tempfile  # unsafe mode only: the jail's zygote stays small, which makes forks cheaper
+
+    return tempfile.mkdtemp(prefix="astra-episode-")
+
+
+def set_code_environment(workdir: str) -> None:
+    """The environment variables sandboxed code sees (nothing of the host's)."""
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
+                       "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
 
 
 def _keep_only(keep) -> None:
