@@ -10,7 +10,7 @@ import sys
 import traceback
 import types
 
-from .framing import read_frame, write_frame
+from .framing import FrameReader, write_frame
 
 REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the supervisor
 
@@ -134,8 +134,9 @@ def serve_environment(code: str, limits: dict) -> None:
     write_frame(REPLY_FD, reply)
     if module is None:
         return
+    requests = FrameReader(REQUEST_FD)
     while True:
-        message = read_frame(REQUEST_FD)
+        message = requests.read()
         if message is None:
             return
         if message.get("op") == "state":

@@ -34,7 +34,7 @@ import sys
 import time
 
 from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment
-from .framing import read_frame, write_frame
+from .framing import FrameReader, decode, read_frame, write_body, write_frame
 from .program import run_program
 
 SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
@@ -96,6 +96,7 @@ class Episode:
         self.pid, self.workdir, self.limits, self.site = pid, workdir, limits, site
         self.requests: int | None = fds["request"]
         self.replies, self.status_fd = fds["reply"], fds["status"]
+        self.reader = FrameReader(self.replies)
         self.outputs: tuple[int, int] | None = (fds["out"], fds["err"])
         self.pidfd = os.pidfd_open(pid)
         self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
@@ -129,28 +130,33 @@ class Zygote:
         self.episode: Episode | None = None  # the running environment or program
         self.spare: Episode | None = None
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
+        self.host = FrameReader(0)
 
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
         write_frame(1, {"ready": True, "jailed": self.jailed, "python": sys.version.split()[0]})
         while True:
             self.work_while_idle()
-            message = read_frame(0)
-            if message is None:
+            body = self.host.read_body()
+            if body is None:
                 break
             try:
-                reply = self.handle(message)
+                reply = self.handle(decode(body), body)
             except Exception as exc:  # noqa: BLE001 - report, keep serving
                 if self.episode is not None:
                     self.finish(self.episode)
                     self.episode = None
                 reply = {**failure("sandbox_error", f"supervisor: {type(exc).__name__}: {exc}"), "dead": True}
-            write_frame(1, reply)
+            if isinstance(reply, bytes):
+                write_body(1, reply)
+            else:
+                write_frame(1, reply)
         for episode in [self.episode, self.spare, *self.ending]:
             if episode is not None:
                 self.finish(episode)
 
-    def handle(self, message: dict) -> dict:
+    def handle(self, message: dict, body: bytes) -> dict | bytes:
+        """The reply to one op: a message, or a reply of the episode's code passed on as it came."""
         op = message.get("op")
         if op == "ping":
             return {"ok": True}
@@ -164,8 +170,8 @@ class Zygote:
             job = {"mode": "environment", "code": message["code"], "limits": message["limits"]}
             # the next blank episode is forked while this one loads its code
             return self.exchange(job, message["limits"]["call_timeout_s"], meanwhile=self.refill)
-        if op in ("call", "state"):
-            return self.exchange(message, self.episode.limits["call_timeout_s"] if self.episode else 0)
+        if op in ("call", "state"):  # passed on as they are: the code reads them the same
+            return self.exchange(body, self.episode.limits["call_timeout_s"] if self.episode else 0)
         if op == "status":
             return {"ok": True, "ready": [spare.pid for spare in self.spares()],
                     "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
@@ -186,7 +192,7 @@ class Zygote:
         while True:
             if self.spare is not None and not self.ending:
                 return
-            host_waiting = bool(select.select([0], [], [], QUIET_S)[0])
+            host_waiting = self.host.pending or bool(select.select([0], [], [], QUIET_S)[0])
             if host_waiting:
                 return
             if self.spare is None and self.base_limits is not None:
@@ -406,9 +412,10 @@ class Zygote:
         episode, self.episode = self.episode, None
         return episode
 
-    def exchange(self, message: dict, timeout: float, meanwhile=None) -> dict:
+    def exchange(self, message: dict | bytes, timeout: float, meanwhile=None) -> dict | bytes:
         """Send a request (or the job) to the episode's code and await its reply within `timeout`,
-        doing `meanwhile` while the code works."""
+        doing `meanwhile` while the code works. The reply is checked to be a JSON object, then
+        passed on as the code wrote it."""
         episode = self.episode
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
@@ -416,10 +423,15 @@ class Zygote:
         # replies carry capped observations; a state snapshot may be bigger, but not unbounded
         max_reply = REPLY_BASE_BYTES + 8 * episode.limits["max_output_bytes"]
         try:
-            write_frame(episode.requests, message, deadline)
+            if isinstance(message, bytes):
+                write_body(episode.requests, message, deadline)
+            else:
+                write_frame(episode.requests, message, deadline)
             if meanwhile is not None:
                 meanwhile()
-            reply = read_frame(episode.replies, deadline, max_reply)
+            reply = episode.reader.read_body(deadline, max_reply)
+            if reply is not None:
+                decode(reply)
         except TimeoutError:
             self.finish(self._drop())
             return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
