@@ -114,6 +114,21 @@ class SessionPool:
         finally:
             self._release(worker)
 
+    def episode_status(self, timeout: float = 5.0) -> list[dict]:
+        """What the idle workers' supervisors hold: `ready` (pids, in the jail, of the blank episodes
+        prepared for the next session), `running` (None when idle) and `ending` (closed, not yet reaped)."""
+        idle: list[Worker] = []
+        while True:
+            try:
+                idle.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        try:
+            return [worker.request({"op": "status"}, timeout) for worker in idle if worker.alive]
+        finally:
+            for worker in idle:
+                self._release(worker)
+
     def worker_pids(self) -> list[int]:
         """Host pids of the live workers (nsjail, or the supervisor in unsafe mode)."""
         with self._lock:

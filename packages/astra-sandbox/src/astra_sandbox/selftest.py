@@ -73,8 +73,8 @@ class Probe:
 
 
 def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
-    """The pool's sandboxed processes (running as `uid` under its workers), by pid namespace: one
-    namespace per episode, including each worker's blank pre-forked one (a single idle process)."""
+    """The pool's sandboxed processes (running as `uid` under its workers), by episode (pid namespace
+    and its init): one per episode, including each worker's blank prepared one (a single idle process)."""
     parents: dict[int, int] = {}
     owned: list[int] = []
     for entry in os.listdir("/proc"):
@@ -98,11 +98,22 @@ def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
             pid = parents.get(pid, 0)
         return False
 
+    def episode_key(pid: int) -> str:
+        """The pid namespace and the host pid of its init: the kernel reuses a freed namespace's
+        inode number, so the inode alone can make a new episode look like an old one."""
+        namespace = os.readlink(f"/proc/{pid}/ns/pid")
+        for _ in range(64):
+            parent = parents.get(pid, 0)
+            if parent <= 1 or os.readlink(f"/proc/{parent}/ns/pid") != namespace:
+                return f"{namespace}@{pid}"
+            pid = parent
+        return namespace
+
     namespaces: dict[str, list[int]] = {}
     for pid in owned:
         if under_pool(pid):
             try:
-                namespaces.setdefault(os.readlink(f"/proc/{pid}/ns/pid"), []).append(pid)
+                namespaces.setdefault(episode_key(pid), []).append(pid)
             except OSError:
                 continue
     return namespaces
