@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 
-from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment
+from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment, warm_up
 from .framing import FrameReader, decode, read_frame, write_body, write_frame
 from .program import run_program
 
@@ -134,6 +134,7 @@ class Zygote:
         self.spare: Episode | None = None
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
         self.host = FrameReader(0)
+        warm_up()
 
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
