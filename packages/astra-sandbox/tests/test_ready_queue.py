@@ -138,3 +138,35 @@ def test_fresh_episodes_back_to_back_leave_nothing(one_worker, config):
             assert session.call("mark", {"text": "x"}).ok  # each leaves a sleeping child behind
     assert leftover_processes(one_worker, config.uid, before) == []
     assert len(ready(one_worker)) == 1
+
+
+OTHER = "NAME = 'other'\ndef which():\n    return NAME\n"
+SAME_NAME = "NAME = 'traces'\ndef which():\n    return NAME\n"
+
+
+def test_an_environment_opened_again_is_loaded_ahead_and_still_blank(one_worker):
+    for _ in range(2):  # the second open of the same code loads it ahead for the third
+        with one_worker.session(TRACES) as session:
+            assert session.call("mark", {"text": "earlier"}).ok
+    (status,) = one_worker.episode_status()
+    assert len(status["loaded"]) == 1 and len(status["ready"]) <= 1
+    with one_worker.session(TRACES) as session:
+        seen = look(session)
+        assert {key: seen[key] for key in BLANK} == BLANK  # loaded fresh, nothing of the earlier episodes
+    with one_worker.session(OTHER) as session:  # other code: the episode loaded ahead is not used
+        assert session.tools == ["which"]
+        assert session.call("which").output == "other"
+    (status,) = one_worker.episode_status()
+    assert status["loaded"] == []  # it was stopped, not kept
+    with one_worker.session(SAME_NAME) as session:
+        assert session.call("which").output == "traces"
+
+
+def test_a_crash_while_loaded_ahead_is_reported_at_open(one_worker, config):
+    code = "import os, threading, time\nthreading.Timer(0.3, os._exit, (5,)).start()\ndef ok():\n    return 1\n"
+    for _ in range(2):
+        with one_worker.session(code) as session:
+            assert session.call("ok").ok
+    time.sleep(1)  # the episode loaded ahead has exited by now
+    with one_worker.session(code) as session:  # it is not handed out: a fresh load
+        assert session.call("ok").ok

@@ -101,6 +101,7 @@ class Episode:
         self.outputs: tuple[int, int] | None = (fds["out"], fds["err"])
         self.pidfd = os.pidfd_open(pid)
         self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
+        self.timeout, self.deadline = 0.0, 0.0  # of the reply to the request in flight, if any
 
     def exited(self) -> bool:
         return bool(select.select([self.pidfd], [], [], 0)[0])
@@ -132,6 +133,10 @@ class Zygote:
         self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
         self.episode: Episode | None = None  # the running environment or program
         self.spare: Episode | None = None
+        # an environment opened twice in a row is loaded ahead into a blank episode for its next open
+        self.preloaded: tuple[tuple, Episode] | None = None
+        self.last_open: tuple | None = None
+        self.after_reply = None  # work that waits until the host has its reply
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
         self.host = FrameReader(0)
         warm_up()
@@ -155,7 +160,12 @@ class Zygote:
                 write_body(1, reply)
             else:
                 write_frame(1, reply)
-        for episode in [self.episode, self.spare, *self.ending]:
+            if self.after_reply is not None:
+                work, self.after_reply = self.after_reply, None
+                with contextlib.suppress(OSError):  # e.g. no fork possible now: the next open loads as usual
+                    work()
+        preloaded = self.preloaded[1] if self.preloaded else None
+        for episode in [self.episode, self.spare, preloaded, *self.ending]:
             if episode is not None:
                 self.finish(episode)
 
@@ -166,18 +176,15 @@ class Zygote:
             return {"ok": True}
         if op == "configure":
             self.base_limits = message["limits"]
+            self.after_reply = self.refill  # the first blank episode, prepared before it is asked for
             return {"ok": True}
         if op == "open":
-            self.retire()
-            episode = self.episode = self.take(message)
-            episode.close_outputs()  # an environment's prints are captured per call instead
-            job = {"mode": "environment", "code": message["code"], "limits": message["limits"]}
-            # the next blank episode is forked while this one loads its code
-            return self.exchange(job, message["limits"]["call_timeout_s"], meanwhile=self.refill)
+            return self.open(message)
         if op in ("call", "state"):  # passed on as they are: the code reads them the same
             return self.exchange(body, self.episode.limits["call_timeout_s"] if self.episode else 0)
         if op == "status":
             return {"ok": True, "ready": [spare.pid for spare in self.spares()],
+                    "loaded": [self.preloaded[1].pid] if self.preloaded else [],
                     "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
         if op == "close":
             self.retire()
@@ -213,6 +220,46 @@ class Zygote:
                     self.ending.remove(pidfds[fd])
                     self.finish(pidfds[fd])
 
+    # -- environments --------------------------------------------------------------------------
+    def open(self, message: dict) -> dict | bytes:
+        """Start an episode of an environment: the one loaded ahead for it if there is one, else the
+        blank spare given the code now (the next spare is forked while it loads)."""
+        self.retire()
+        key = None if message.get("site") else (message["code"], tuple(sorted(message["limits"].items())))
+        preloaded, self.preloaded = self.preloaded, None
+        if preloaded is not None and preloaded[0] == key and not preloaded[1].exited():
+            episode = self.episode = preloaded[1]
+            if episode.reader.pending or select.select([episode.replies], [], [], 0)[0]:
+                # it answered while waiting for this open, which may come after the load's deadline
+                episode.deadline = max(episode.deadline, time.monotonic() + 1.0)
+            reply = self.receive()
+        else:
+            if preloaded is not None:
+                self.retire_episode(preloaded[1])
+            episode = self.episode = self.take(message)
+            episode.close_outputs()  # an environment's prints are captured per call instead
+            reply = self.exchange(self.job(message), message["limits"]["call_timeout_s"])
+        if key is not None and key == self.last_open and _loaded(reply):
+            self.after_reply = lambda: self.preload(key, message)
+        self.last_open = key
+        return reply
+
+    @staticmethod
+    def job(message: dict) -> dict:
+        return {"mode": "environment", "code": message["code"], "limits": message["limits"]}
+
+    def preload(self, key: tuple, message: dict) -> None:
+        """Give the blank spare this environment's code now, for its next open. (The next spare is
+        forked while the zygote waits for a reply, see `exchange`, or when the host is quiet.)"""
+        if self.spare is None:
+            return
+        spare, self.spare = self.spare, None
+        spare.close_outputs()
+        if self.send(spare, self.job(message), message["limits"]["call_timeout_s"]):
+            self.preloaded = (key, spare)
+        else:
+            self.ending.append(spare)
+
     # -- episodes ------------------------------------------------------------------------------
     def take(self, message: dict) -> Episode:
         """The spare episode if it fits (no requirements to bind), else a freshly forked one. A spare
@@ -247,8 +294,10 @@ class Zygote:
         """End the running episode: an idle environment exits on the end of its requests, so its
         namespace goes down cheaply (killing an init whose children live costs ~100 ms more)."""
         episode, self.episode = self.episode, None
-        if episode is None:
-            return
+        if episode is not None:
+            self.retire_episode(episode)
+
+    def retire_episode(self, episode: Episode) -> None:
         if episode.requests is not None:
             os.close(episode.requests)
             episode.requests = None
@@ -414,24 +463,38 @@ class Zygote:
         episode, self.episode = self.episode, None
         return episode
 
-    def exchange(self, message: dict | bytes, timeout: float, meanwhile=None) -> dict | bytes:
-        """Send a request (or the job) to the episode's code and await its reply within `timeout`,
-        doing `meanwhile` while the code works. The reply is checked to be a JSON object, then
-        passed on as the code wrote it."""
+    def exchange(self, message: dict | bytes, timeout: float) -> dict | bytes:
+        """Send a request (or the job) to the episode's code and await its reply within `timeout`.
+        While the code works, the next blank episode is forked if there is none."""
         episode = self.episode
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
-        deadline = time.monotonic() + timeout
+        self.send(episode, message, timeout)
+        self.refill()
+        return self.receive()
+
+    @staticmethod
+    def send(episode: Episode, message: dict | bytes, timeout: float) -> bool:
+        """Write a request to an episode's code; its reply is due within `timeout`."""
+        episode.timeout, episode.deadline = timeout, time.monotonic() + timeout
+        try:
+            if isinstance(message, bytes):
+                write_body(episode.requests, message, episode.deadline)
+            else:
+                write_frame(episode.requests, message, episode.deadline)
+        except (TimeoutError, OSError):
+            return False  # the code is gone or stuck: receive() tells which
+        return True
+
+    def receive(self) -> dict | bytes:
+        """The running episode's reply to the request in flight: checked to be a JSON object, then
+        passed on as the code wrote it. The episode is stopped if it does not answer in time."""
+        episode = self.episode
+        timeout = episode.timeout
         # replies carry capped observations; a state snapshot may be bigger, but not unbounded
         max_reply = REPLY_BASE_BYTES + 8 * episode.limits["max_output_bytes"]
         try:
-            if isinstance(message, bytes):
-                write_body(episode.requests, message, deadline)
-            else:
-                write_frame(episode.requests, message, deadline)
-            if meanwhile is not None:
-                meanwhile()
-            reply = episode.reader.read_body(deadline, max_reply)
+            reply = episode.reader.read_body(episode.deadline, max_reply)
             if reply is not None:
                 decode(reply)
         except TimeoutError:
@@ -523,6 +586,11 @@ class Zygote:
             return read_frame(fd, deadline=time.monotonic() + 0.01) or {}
         except (TimeoutError, OSError, ValueError):
             return {}
+
+
+def _loaded(reply: dict | bytes) -> bool:
+    """Whether an open's reply says the code loaded (replies passed on as bytes come from the code)."""
+    return isinstance(reply, bytes) and decode(reply).get("ok") is True
 
 
 def apply_limits(limits: dict) -> None:
