@@ -116,7 +116,8 @@ class SessionPool:
 
     def episode_status(self, timeout: float = 5.0) -> list[dict]:
         """What the idle workers' supervisors hold: `ready` (pids, in the jail, of the blank episodes
-        prepared for the next session), `running` (None when idle) and `ending` (closed, not yet reaped)."""
+        prepared for the next session), `loaded` (an environment loaded ahead for its next open),
+        `running` (None when idle) and `ending` (closed, not yet reaped)."""
         idle: list[Worker] = []
         while True:
             try:

@@ -7,6 +7,7 @@ import subprocess
 import tempfile
 import time
 import weakref
+from typing import NoReturn
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable, WorkerLost
@@ -93,7 +94,7 @@ class Worker:
             raise WorkerLost(f"the sandbox worker exited ({self._exit_text()})")
         return reply
 
-    def _lose(self, exc: OSError | ValueError, timeout: float) -> None:
+    def _lose(self, exc: OSError | ValueError, timeout: float) -> NoReturn:
         self.kill()
         if isinstance(exc, TimeoutError):
             raise WorkerLost(f"the sandbox worker did not answer within {timeout + GRACE_S:g}s") from None
