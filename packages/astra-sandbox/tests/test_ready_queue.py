@@ -108,6 +108,7 @@ def test_a_prepared_episode_that_died_is_not_handed_out(one_worker, config):
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{waiting}") and time.monotonic() < deadline:
         time.sleep(0.01)
+    time.sleep(0.05)  # its init reports the death right after reaping it
     with one_worker.session(TRACES) as session:
         assert session.alive, session.load_error
         assert {key: value for key, value in look(session).items() if key in BLANK} == BLANK

@@ -106,6 +106,10 @@ class Episode:
     def exited(self) -> bool:
         return bool(select.select([self.pidfd], [], [], 0)[0])
 
+    def ended(self) -> bool:
+        """Whether its code process is gone (its init reports that at once) or the whole episode."""
+        return bool(select.select([self.pidfd, self.status_fd], [], [], 0)[0])
+
     def close_outputs(self) -> None:
         for fd in self.outputs or ():
             os.close(fd)
@@ -227,7 +231,7 @@ class Zygote:
         self.retire()
         key = None if message.get("site") else (message["code"], tuple(sorted(message["limits"].items())))
         preloaded, self.preloaded = self.preloaded, None
-        if preloaded is not None and preloaded[0] == key and not preloaded[1].exited():
+        if preloaded is not None and preloaded[0] == key and not preloaded[1].ended():
             episode = self.episode = preloaded[1]
             if episode.reader.pending or select.select([episode.replies], [], [], 0)[0]:
                 # it answered while waiting for this open, which may come after the load's deadline
@@ -265,7 +269,7 @@ class Zygote:
         """The spare episode if it fits (no requirements to bind), else a freshly forked one. A spare
         is handed out once: it is never put back, whatever becomes of its episode."""
         self.base_limits = self.base_limits or message["limits"]
-        if self.spare is not None and self.spare.exited():  # it died waiting (it never ran code)
+        if self.spare is not None and self.spare.ended():  # it died waiting (it never ran code)
             self.ending.append(self.spare)
             self.spare = None
         if self.spare is None or message.get("site"):
