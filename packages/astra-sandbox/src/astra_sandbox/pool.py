@@ -1,7 +1,8 @@
 """SessionPool: warm, pre-started jailed workers, one episode (or program) per worker at a time.
 
-Starting nsjail and Python costs tens of milliseconds; a warm worker forks a fresh episode in a
-few and serves each tool call in well under one. A worker that dies or stops answering is
+Starting nsjail and Python costs tens of milliseconds; a warm worker serves each tool call in well
+under one, and keeps its next blank episode prepared (the pool's ready queue: one per worker), so
+opening an episode never waits for process start-up. A worker that dies or stops answering is
 replaced in the background.
 
     with SessionPool(size=4, config=config) as pool:

@@ -13,8 +13,9 @@ forks a fresh process tree:
               environment's tool calls (`environment`) or runs a program (`program`)
 
 Ending an episode ends its pid namespace: every process in it dies, and its mount namespace,
-with its /tmp, is gone. Nothing carries over to the next episode. One blank episode is kept
-pre-forked, and closed episodes are reaped while the host is quiet (see `Zygote`).
+with its /tmp, is gone. Nothing carries over to the next episode. The next blank episode is
+always prepared ahead (an environment opened twice in a row is even loaded ahead into it), and
+closed episodes are reaped while the host is quiet (see `Zygote`).
 
 With `--unsafe` (development only) there are no namespaces and no user switch: episodes run as
 the invoking user with a fresh temporary directory, a new session (process group) and the
@@ -121,9 +122,10 @@ class Episode:
 
 
 class Zygote:
-    """Serves the host. Keeps one blank episode pre-forked (isolated, privileges dropped, waiting
-    for its code) so that opening an episode costs a message, and finishes closed episodes after
-    replying, so the host never waits for a namespace to be torn down."""
+    """Serves the host. Keeps the next blank episode prepared (isolated, privileges dropped,
+    waiting for its code; forked while the zygote waits for a reply anyway) so that opening an
+    episode never waits for process start-up, and finishes closed episodes after replying, so the
+    host never waits for a namespace to be torn down. Each prepared episode is handed out once."""
 
     def __init__(self, jailed: bool):
         self.jailed = jailed
