@@ -12,9 +12,13 @@ number of concurrent callers, in the same run:
   (c) the warm pool (astra_sandbox.SessionPool): episodes of 8 calls, episode start/stop included,
       as in a multi-turn RL rollout.
   (c1) the warm pool with a fresh episode for every single call (new pid/mount namespaces,
-      fresh process and /tmp per call): per-call isolation as strict as (b).
+      fresh process and /tmp per call): per-call isolation as strict as (b). Each episode comes
+      from the worker's ready queue (prepared while the previous one ran).
+  (c2) the warm pool, calls within one open episode of 64 calls: what a call costs on its own.
 
-Ratios are against (a); the target is (c) >= 10x (b).
+Latencies are per call: the first call of an episode includes opening it, the last one closing
+it. Ratios are against (b), measured in the same run. Targets (issue 20): (c) >= 2,000 calls/s
+with p99 <= 5 ms; (c1) >= 10x (b).
 """
 
 from __future__ import annotations
@@ -99,8 +103,8 @@ class Tally:
                 "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]}
 
 
-def measure(tally: Tally, make_worker: Callable[[], Callable[[], int]], callers: int, seconds: float) -> None:
-    """Run `callers` threads for `seconds`; each worker function performs some calls and returns how many."""
+def measure(tally: Tally, make_worker: Callable[[], Callable[[], list[float]]], callers: int, seconds: float) -> None:
+    """Run `callers` threads for `seconds`; each worker function performs some calls and returns their latencies."""
     latencies = tally.latencies
     counts = [0] * callers
     lock = threading.Lock()
@@ -109,12 +113,10 @@ def measure(tally: Tally, make_worker: Callable[[], Callable[[], int]], callers:
     def loop(index: int) -> None:
         work = make_worker()
         while time.monotonic() < stop_at:
-            started = time.perf_counter()
             done = work()
-            elapsed = time.perf_counter() - started
             with lock:
-                latencies.extend([elapsed / done] * done)
-                counts[index] += done
+                latencies.extend(done)
+                counts[index] += len(done)
 
     started = time.perf_counter()
     threads = [threading.Thread(target=loop, args=(index,)) for index in range(callers)]
@@ -126,23 +128,31 @@ def measure(tally: Tally, make_worker: Callable[[], Callable[[], int]], callers:
     tally.calls += sum(counts)
 
 
-def pool_worker(pool: SessionPool, calls_per_episode: int) -> Callable[[], Callable[[], int]]:
-    def make() -> Callable[[], int]:
-        def episode() -> int:
-            with pool.session(ENVIRONMENT) as session:
-                for _ in range(calls_per_episode):
-                    if session.call(*CALL).output != EXPECTED:
-                        raise RuntimeError("unexpected observation")
-            return calls_per_episode
+def pool_worker(pool: SessionPool, calls_per_episode: int) -> Callable[[], Callable[[], list[float]]]:
+    def make() -> Callable[[], list[float]]:
+        def episode() -> list[float]:
+            latencies = []
+            started = time.perf_counter()
+            session = pool.session(ENVIRONMENT)  # opening counts towards the first call
+            for number in range(calls_per_episode):
+                if session.call(*CALL).output != EXPECTED:
+                    raise RuntimeError("unexpected observation")
+                if number == calls_per_episode - 1:
+                    session.close()  # and closing towards the last
+                now = time.perf_counter()
+                latencies.append(now - started)
+                started = now
+            return latencies
         return episode
     return make
 
 
-def single(call: Callable[[], None]) -> Callable[[], Callable[[], int]]:
-    def make() -> Callable[[], int]:
-        def one() -> int:
+def single(call: Callable[[], None]) -> Callable[[], Callable[[], list[float]]]:
+    def make() -> Callable[[], list[float]]:
+        def one() -> list[float]:
+            started = time.perf_counter()
             call()
-            return 1
+            return [time.perf_counter() - started]
         return one
     return make
 
@@ -163,25 +173,36 @@ def main() -> None:
             (Tally("(b) nsjail per call"), single(subprocess_call(nsjail_argv))),
             (Tally("(c) warm pool, 8 calls/episode"), pool_worker(pool, 8)),
             (Tally("(c1) warm pool, fresh episode per call"), pool_worker(pool, 1)),
+            (Tally("(c2) warm pool, 64 calls/episode"), pool_worker(pool, 64)),
         ]
         for _ in range(args.rounds):
             for tally, make_worker in approaches:
                 measure(tally, make_worker, args.callers, args.seconds / args.rounds)
-    rows = [tally.row() for tally, _ in approaches]
-    baseline, per_call_jail = rows[0]["per_s"], rows[1]["per_s"]
+    report([tally.row() for tally, _ in approaches], args, nsjail_argv[0])
+
+
+def report(rows: list[dict], args: argparse.Namespace, nsjail: str) -> None:
+    per_call_jail = rows[1]["per_s"]
     load = os.getloadavg()[0]
     print(f"sandbox_throughput: {CALL[0]}(country='Norway') on the example environment; {args.callers} concurrent "
           f"callers, {args.seconds:g}s per approach in {args.rounds} interleaved rounds; {os.cpu_count()} CPUs, "
           f"load average {load:.1f} at the end")
-    print(f"python {sys.version.split()[0]}, nsjail {nsjail_argv[0]}")
-    print(f"{'approach':<40} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs (a)':>8}")
+    print(f"python {sys.version.split()[0]}, nsjail {nsjail}")
+    print(f"{'approach':<40} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs (b)':>8}")
     for row in rows:
         print(f"{row['name']:<40} {row['calls']:>7} {row['per_s']:>9.1f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
-              f"{row['per_s'] / baseline:>7.1f}x")
-    for row in rows[2:]:
-        ratio = row["per_s"] / per_call_jail
-        verdict = "MET" if ratio >= 10 else "NOT MET"
-        print(f"{row['name'].split(',')[0]} vs (b): {ratio:.1f}x isolated calls/s -> target >= 10x: {verdict}")
+              f"{row['per_s'] / per_call_jail:>7.1f}x")
+    warm, fresh = rows[2], rows[3]
+    met = warm["per_s"] >= 2000 and warm["p99_ms"] <= 5
+    print(f"(c) warm pool: {warm['per_s']:.0f} isolated calls/s at p99 {warm['p99_ms']:.1f} ms, "
+          f"{warm['per_s'] / per_call_jail:.1f}x (b) -> target >= 2000 calls/s, p99 <= 5 ms: {_verdict(met)}")
+    ratio = fresh["per_s"] / per_call_jail
+    print(f"(c1) fresh episode per call: {fresh['per_s']:.0f} calls/s, {ratio:.1f}x (b) -> target >= 10x: "
+          f"{_verdict(ratio >= 10)}")
+
+
+def _verdict(met: bool) -> str:
+    return "MET" if met else "NOT MET"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """SessionPool: warm, pre-started jailed workers, one episode (or program) per worker at a time.
 
-Starting nsjail and Python costs tens of milliseconds; a warm worker forks a fresh episode in a
-few and serves each tool call in well under one. A worker that dies or stops answering is
+Starting nsjail and Python costs tens of milliseconds; a warm worker serves each tool call in well
+under one, and keeps its next blank episode prepared (the pool's ready queue: one per worker), so
+opening an episode never waits for process start-up. A worker that dies or stops answering is
 replaced in the background.
 
     with SessionPool(size=4, config=config) as pool:
@@ -113,6 +114,22 @@ class SessionPool:
             return execute(worker, request, self.config)
         finally:
             self._release(worker)
+
+    def episode_status(self, timeout: float = 5.0) -> list[dict]:
+        """What the idle workers' supervisors hold: `ready` (pids, in the jail, of the blank episodes
+        prepared for the next session), `loaded` (an environment loaded ahead for its next open),
+        `running` (None when idle) and `ending` (closed, not yet reaped)."""
+        idle: list[Worker] = []
+        while True:
+            try:
+                idle.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        try:
+            return [worker.request({"op": "status"}, timeout) for worker in idle if worker.alive]
+        finally:
+            for worker in idle:
+                self._release(worker)
 
     def worker_pids(self) -> list[int]:
         """Host pids of the live workers (nsjail, or the supervisor in unsafe mode)."""

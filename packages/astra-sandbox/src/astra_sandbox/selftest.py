@@ -73,8 +73,8 @@ class Probe:
 
 
 def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
-    """The pool's sandboxed processes (running as `uid` under its workers), by pid namespace: one
-    namespace per episode, including each worker's blank pre-forked one (a single idle process)."""
+    """The pool's sandboxed processes (running as `uid` under its workers), by episode (pid namespace
+    and its init): one per episode, including each worker's blank prepared one (a single idle process)."""
     parents: dict[int, int] = {}
     owned: list[int] = []
     for entry in os.listdir("/proc"):
@@ -98,30 +98,60 @@ def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
             pid = parents.get(pid, 0)
         return False
 
+    def episode_key(pid: int) -> str:
+        """The pid namespace and the host pid of its init: the kernel reuses a freed namespace's
+        inode number, so the inode alone can make a new episode look like an old one."""
+        namespace = os.readlink(f"/proc/{pid}/ns/pid")
+        for _ in range(64):
+            parent = parents.get(pid, 0)
+            if parent <= 1 or os.readlink(f"/proc/{parent}/ns/pid") != namespace:
+                return f"{namespace}@{pid}"
+            pid = parent
+        return namespace
+
     namespaces: dict[str, list[int]] = {}
     for pid in owned:
         if under_pool(pid):
             try:
-                namespaces.setdefault(os.readlink(f"/proc/{pid}/ns/pid"), []).append(pid)
+                namespaces.setdefault(episode_key(pid), []).append(pid)
             except OSError:
                 continue
     return namespaces
 
 
 def leftover_processes(pool: SessionPool, uid: int, before: dict[str, list[int]], wait_s: float = 15.0) -> list[int]:
-    """Processes that outlived their episode, on a pool of one worker: anything in a namespace that
-    existed `before` (that episode was used and is over), or more than the one idle process of a
-    blank episode. Closed episodes exit within milliseconds (a fork bomb's teardown can take seconds on a
-    loaded machine); this polls up to `wait_s` for them."""
+    """Processes that outlived their episode, on a pool of one worker: anything of an episode that
+    existed `before` and is no longer one the worker holds prepared (so it was used and is over), or
+    more than the one idle process of a prepared episode. Closed episodes exit within milliseconds (a
+    fork bomb's teardown can take seconds on a loaded machine); this polls up to `wait_s` for them."""
     if pool.size != 1:
         raise ValueError("leftover_processes needs a pool of one worker (it tells episodes apart by namespace)")
     deadline = time.monotonic() + wait_s
     while True:
         now = episode_processes(pool, uid)
-        extra = [pid for namespace, pids in now.items() if namespace in before or len(pids) > 1 for pid in pids]
+        prepared = prepared_episodes(pool)
+        extra = [pid for episode, pids in now.items()
+                 if (episode in before and _jail_pid(episode) not in prepared) or len(pids) > 1 for pid in pids]
         if not extra or time.monotonic() >= deadline:
             return extra
         time.sleep(0.05)
+
+
+def prepared_episodes(pool: SessionPool) -> set[int]:
+    """Pids (in their jail) of the episodes the idle workers hold prepared, blank or loaded ahead."""
+    return {pid for status in pool.episode_status() for pid in status.get("ready", []) + status.get("loaded", [])}
+
+
+def _jail_pid(episode: str) -> int | None:
+    """The pid in its jail of an episode's init, from its key (see `episode_processes`)."""
+    try:
+        with open(f"/proc/{episode.rsplit('@', 1)[1]}/status") as handle:
+            for line in handle:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[2])  # host, jail, episode
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
 
 
 def settled_snapshot(pool: SessionPool, uid: int, wait_s: float = 2.0) -> dict[str, list[int]]:

@@ -49,7 +49,7 @@ def _end_episode(worker: Worker, timeout: float, release: Callable[[Worker], Non
     """Close the worker's episode and hand the worker back (also runs if a session is never closed)."""
     if worker.alive:
         try:
-            worker.request({"op": "close"}, timeout)
+            worker.post({"op": "close"}, timeout)
         except WorkerLost:
             pass
     if release is not None:

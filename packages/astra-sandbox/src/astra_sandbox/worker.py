@@ -7,10 +7,11 @@ import subprocess
 import tempfile
 import time
 import weakref
+from typing import NoReturn
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable, WorkerLost
-from astra_sandbox.inside.framing import read_frame, write_frame
+from astra_sandbox.inside.framing import FrameReader, write_frame
 from astra_sandbox.jail import explain_failure, launch_command
 
 STARTUP_TIMEOUT_S = 20.0
@@ -33,6 +34,8 @@ class Worker:
         self.episodes = 0
         self._log = None
         self._finalizer = None
+        self._replies: FrameReader | None = None
+        self._owed = 0  # replies to ops sent without waiting, read before the next reply
 
     def start(self) -> Worker:
         argv, env = launch_command(self.config)
@@ -41,8 +44,9 @@ class Worker:
                                         env=env, close_fds=True, start_new_session=True)
         self._finalizer = weakref.finalize(self, _kill, self.process)
         os.set_blocking(self.process.stdin.fileno(), False)
+        self._replies = FrameReader(self.process.stdout.fileno())
         try:
-            ready = read_frame(self.process.stdout.fileno(), time.monotonic() + STARTUP_TIMEOUT_S)
+            ready = self._replies.read(time.monotonic() + STARTUP_TIMEOUT_S)
         except (TimeoutError, ValueError, OSError):
             ready = None
         if not ready or not ready.get("ready"):
@@ -59,22 +63,42 @@ class Worker:
 
     def request(self, message: dict, timeout: float) -> dict:
         """Send one op; the supervisor answers within `timeout` (it enforces the limits itself)."""
-        if not self.alive:
-            raise WorkerLost(f"the sandbox worker is not running ({self._exit_text()})")
         deadline = time.monotonic() + timeout + GRACE_S
+        self._send(message, timeout, deadline)
+        while self._owed:
+            self._receive(timeout, deadline)
+            self._owed -= 1
+        return self._receive(timeout, deadline)
+
+    def post(self, message: dict, timeout: float) -> None:
+        """Send an op whose reply nobody waits for (closing an episode): the next request reads it."""
+        self._send(message, timeout, time.monotonic() + timeout + GRACE_S)
+        self._owed += 1
+
+    def _send(self, message: dict, timeout: float, deadline: float) -> None:
+        # returncode is set once the worker is known dead; a death not noticed yet shows on the channel
+        if self.process is None or self.process.returncode is not None:
+            raise WorkerLost(f"the sandbox worker is not running ({self._exit_text()})")
         try:
             write_frame(self.process.stdin.fileno(), message, deadline)
-            reply = read_frame(self.process.stdout.fileno(), deadline)
-        except TimeoutError:
-            self.kill()
-            raise WorkerLost(f"the sandbox worker did not answer within {timeout + GRACE_S:g}s") from None
-        except (OSError, ValueError) as exc:
-            self.kill()
-            raise WorkerLost(f"the sandbox worker's channel broke: {exc}") from None
+        except (OSError, ValueError) as exc:  # TimeoutError included
+            self._lose(exc, timeout)
+
+    def _receive(self, timeout: float, deadline: float) -> dict:
+        try:
+            reply = self._replies.read(deadline)
+        except (OSError, ValueError) as exc:  # TimeoutError included
+            self._lose(exc, timeout)
         if reply is None:
             self.kill()
             raise WorkerLost(f"the sandbox worker exited ({self._exit_text()})")
         return reply
+
+    def _lose(self, exc: OSError | ValueError, timeout: float) -> NoReturn:
+        self.kill()
+        if isinstance(exc, TimeoutError):
+            raise WorkerLost(f"the sandbox worker did not answer within {timeout + GRACE_S:g}s") from None
+        raise WorkerLost(f"the sandbox worker's channel broke: {exc}") from None
 
     def log(self) -> str:
         if self._log is None:

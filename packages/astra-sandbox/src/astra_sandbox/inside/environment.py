@@ -10,7 +10,7 @@ import sys
 import traceback
 import types
 
-from .framing import read_frame, write_frame
+from .framing import FrameReader, write_frame
 
 REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the supervisor
 
@@ -134,8 +134,9 @@ def serve_environment(code: str, limits: dict) -> None:
     write_frame(REPLY_FD, reply)
     if module is None:
         return
+    requests = FrameReader(REQUEST_FD)
     while True:
-        message = read_frame(REQUEST_FD)
+        message = requests.read()
         if message is None:
             return
         if message.get("op") == "state":
@@ -143,3 +144,16 @@ def serve_environment(code: str, limits: dict) -> None:
         else:
             reply = call_tool(module, message, limit)
         write_frame(REPLY_FD, reply)
+
+
+WARM_UP = "import json\nSTATE = {'n': 1}\ndef tool(item, count: int = 1, *, note=None):\n    return {'item': item}\n"
+
+
+def warm_up() -> None:
+    """Run a trusted environment once, so that what Python creates lazily on first use (caches,
+    interned names, grown heaps) exists before episodes are forked from this process."""
+    module, _ = load_environment(WARM_UP, 1024)
+    call_tool(module, {"name": "tool", "arguments": {"item": "x", "count": 2}}, 1024)
+    call_tool(module, {"name": "tool", "arguments": {"wrong": 1}}, 1024)
+    snapshot_state(module, 1024)
+    sys.modules.pop("environment", None)

@@ -13,8 +13,9 @@ forks a fresh process tree:
               environment's tool calls (`environment`) or runs a program (`program`)
 
 Ending an episode ends its pid namespace: every process in it dies, and its mount namespace,
-with its /tmp, is gone. Nothing carries over to the next episode. One blank episode is kept
-pre-forked, and closed episodes are reaped while the host is quiet (see `Zygote`).
+with its /tmp, is gone. Nothing carries over to the next episode. The next blank episode is
+always prepared ahead (an environment opened twice in a row is even loaded ahead into it), and
+closed episodes are reaped while the host is quiet (see `Zygote`).
 
 With `--unsafe` (development only) there are no namespaces and no user switch: episodes run as
 the invoking user with a fresh temporary directory, a new session (process group) and the
@@ -25,18 +26,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import resource
 import select
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
-from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment
-from .framing import read_frame, write_frame
+from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment, warm_up
+from .framing import FrameReader, decode, read_frame, write_body, write_frame
 from .program import run_program
 
 SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
@@ -61,13 +59,15 @@ class Mounts:
 
         self._ctypes = ctypes
         self._libc = ctypes.CDLL(None, use_errno=True)
+        self._mount = self._libc.mount
+        text = ctypes.c_char_p
+        self._mount.argtypes = [text, text, text, ctypes.c_ulong, text]
 
     def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
         def encode(text: str | None) -> bytes | None:
             return text.encode() if text is not None else None
 
-        result = self._libc.mount(encode(source), encode(target), encode(fstype), self._ctypes.c_ulong(flags),
-                                  encode(data))
+        result = self._mount(encode(source), target.encode(), encode(fstype), flags, encode(data))
         if result != 0:
             errno = self._ctypes.get_errno()
             raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
@@ -98,12 +98,18 @@ class Episode:
         self.pid, self.workdir, self.limits, self.site = pid, workdir, limits, site
         self.requests: int | None = fds["request"]
         self.replies, self.status_fd = fds["reply"], fds["status"]
+        self.reader = FrameReader(self.replies)
         self.outputs: tuple[int, int] | None = (fds["out"], fds["err"])
         self.pidfd = os.pidfd_open(pid)
         self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
+        self.timeout, self.deadline = 0.0, 0.0  # of the reply to the request in flight, if any
 
     def exited(self) -> bool:
         return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def ended(self) -> bool:
+        """Whether its code process is gone (its init reports that at once) or the whole episode."""
+        return bool(select.select([self.pidfd, self.status_fd], [], [], 0)[0])
 
     def close_outputs(self) -> None:
         for fd in self.outputs or ():
@@ -116,56 +122,76 @@ class Episode:
 
 
 class Zygote:
-    """Serves the host. Keeps one blank episode pre-forked (isolated, privileges dropped, waiting
-    for its code) so that opening an episode costs a message, and finishes closed episodes after
-    replying, so the host never waits for a namespace to be torn down."""
+    """Serves the host. Keeps the next blank episode prepared (isolated, privileges dropped,
+    waiting for its code; forked while the zygote waits for a reply anyway) so that opening an
+    episode never waits for process start-up, and finishes closed episodes after replying, so the
+    host never waits for a namespace to be torn down. Each prepared episode is handed out once."""
 
     def __init__(self, jailed: bool):
         self.jailed = jailed
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.path[:] = [path for path in sys.path if path != package_parent]  # for the code: the standard library only
         self.mounts = Mounts() if jailed else None
         self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY) if jailed else None
         if jailed:
             self.mounts.forbid_user_namespaces()
+            set_code_environment("/tmp")  # inherited by every episode: cheaper than setting it in each
         self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
         self.episode: Episode | None = None  # the running environment or program
         self.spare: Episode | None = None
+        # an environment opened twice in a row is loaded ahead into a blank episode for its next open
+        self.preloaded: tuple[tuple, Episode] | None = None
+        self.last_open: tuple | None = None
+        self.after_reply = None  # work that waits until the host has its reply
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
+        self.host = FrameReader(0)
+        warm_up()
 
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
         write_frame(1, {"ready": True, "jailed": self.jailed, "python": sys.version.split()[0]})
         while True:
             self.work_while_idle()
-            message = read_frame(0)
-            if message is None:
+            body = self.host.read_body()
+            if body is None:
                 break
             try:
-                reply = self.handle(message)
+                reply = self.handle(decode(body), body)
             except Exception as exc:  # noqa: BLE001 - report, keep serving
                 if self.episode is not None:
                     self.finish(self.episode)
                     self.episode = None
                 reply = {**failure("sandbox_error", f"supervisor: {type(exc).__name__}: {exc}"), "dead": True}
-            write_frame(1, reply)
-        for episode in [self.episode, self.spare, *self.ending]:
+            if isinstance(reply, bytes):
+                write_body(1, reply)
+            else:
+                write_frame(1, reply)
+            if self.after_reply is not None:
+                work, self.after_reply = self.after_reply, None
+                with contextlib.suppress(OSError):  # e.g. no fork possible now: the next open loads as usual
+                    work()
+        preloaded = self.preloaded[1] if self.preloaded else None
+        for episode in [self.episode, self.spare, preloaded, *self.ending]:
             if episode is not None:
                 self.finish(episode)
 
-    def handle(self, message: dict) -> dict:
+    def handle(self, message: dict, body: bytes) -> dict | bytes:
+        """The reply to one op: a message, or a reply of the episode's code passed on as it came."""
         op = message.get("op")
         if op == "ping":
             return {"ok": True}
         if op == "configure":
             self.base_limits = message["limits"]
+            self.after_reply = self.refill  # the first blank episode, prepared before it is asked for
             return {"ok": True}
         if op == "open":
-            self.retire()
-            episode = self.episode = self.take(message)
-            episode.close_outputs()  # an environment's prints are captured per call instead
-            job = {"mode": "environment", "code": message["code"], "limits": message["limits"]}
-            return self.exchange(job, message["limits"]["call_timeout_s"])
-        if op in ("call", "state"):
-            return self.exchange(message, self.episode.limits["call_timeout_s"] if self.episode else 0)
+            return self.open(message)
+        if op in ("call", "state"):  # passed on as they are: the code reads them the same
+            return self.exchange(body, self.episode.limits["call_timeout_s"] if self.episode else 0)
+        if op == "status":
+            return {"ok": True, "ready": [spare.pid for spare in self.spares()],
+                    "loaded": [self.preloaded[1].pid] if self.preloaded else [],
+                    "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
         if op == "close":
             self.retire()
             return {"ok": True}
@@ -177,14 +203,17 @@ class Zygote:
     def work_while_idle(self) -> None:
         """Until the host sends something: prepare the next blank episode, reap closed ones (which
         exit on their own within milliseconds; stragglers are killed after a second)."""
+        self.reap_exited()
         while len(self.ending) > MAX_ENDING:  # never let them pile up, even under a flood of requests
             self.finish(self.ending.pop(0), settle_s=0.5)
         while True:
-            host_waiting = bool(select.select([0], [], [], QUIET_S)[0])
+            if self.spare is not None and not self.ending:
+                return
+            host_waiting = self.host.pending or bool(select.select([0], [], [], QUIET_S)[0])
             if host_waiting:
                 return
             if self.spare is None and self.base_limits is not None:
-                self.spare = self.spawn(self.base_limits, [], {})
+                self.refill()
                 continue
             if not self.ending:
                 return
@@ -197,23 +226,84 @@ class Zygote:
                     self.ending.remove(pidfds[fd])
                     self.finish(pidfds[fd])
 
+    # -- environments --------------------------------------------------------------------------
+    def open(self, message: dict) -> dict | bytes:
+        """Start an episode of an environment: the one loaded ahead for it if there is one, else the
+        blank spare given the code now (the next spare is forked while it loads)."""
+        self.retire()
+        key = None if message.get("site") else (message["code"], tuple(sorted(message["limits"].items())))
+        preloaded, self.preloaded = self.preloaded, None
+        if preloaded is not None and preloaded[0] == key and not preloaded[1].ended():
+            episode = self.episode = preloaded[1]
+            if episode.reader.pending or select.select([episode.replies], [], [], 0)[0]:
+                # it answered while waiting for this open, which may come after the load's deadline
+                episode.deadline = max(episode.deadline, time.monotonic() + 1.0)
+            reply = self.receive()
+        else:
+            if preloaded is not None:
+                self.retire_episode(preloaded[1])
+            episode = self.episode = self.take(message)
+            episode.close_outputs()  # an environment's prints are captured per call instead
+            reply = self.exchange(self.job(message), message["limits"]["call_timeout_s"])
+        if key is not None and key == self.last_open and _loaded(reply):
+            self.after_reply = lambda: self.preload(key, message)
+        self.last_open = key
+        return reply
+
+    @staticmethod
+    def job(message: dict) -> dict:
+        return {"mode": "environment", "code": message["code"], "limits": message["limits"]}
+
+    def preload(self, key: tuple, message: dict) -> None:
+        """Give the blank spare this environment's code now, for its next open. (The next spare is
+        forked while the zygote waits for a reply, see `exchange`, or when the host is quiet.)"""
+        if self.spare is None:
+            return
+        spare, self.spare = self.spare, None
+        spare.close_outputs()
+        if self.send(spare, self.job(message), message["limits"]["call_timeout_s"]):
+            self.preloaded = (key, spare)
+        else:
+            self.ending.append(spare)
+
     # -- episodes ------------------------------------------------------------------------------
     def take(self, message: dict) -> Episode:
-        """The spare episode if it fits (no requirements to bind), else a freshly forked one."""
+        """The spare episode if it fits (no requirements to bind), else a freshly forked one. A spare
+        is handed out once: it is never put back, whatever becomes of its episode."""
         self.base_limits = self.base_limits or message["limits"]
+        if self.spare is not None and self.spare.ended():  # it died waiting (it never ran code)
+            self.ending.append(self.spare)
+            self.spare = None
+        if self.spare is None or message.get("site"):
+            return self.spawn(self.base_limits, message.get("site", []), message)
         spare, self.spare = self.spare, None
-        if spare is not None and not message.get("site") and not spare.exited():
-            return spare
-        if spare is not None:
-            self.ending.append(spare)
-        return self.spawn(self.base_limits, message.get("site", []), message)
+        return spare
+
+    def refill(self) -> None:
+        """Prepare the next blank episode (the fork is the zygote's part; the child isolates itself)."""
+        if self.spare is None and self.base_limits is not None:
+            self.spare = self.spawn(self.base_limits, [], {})
+
+    def spares(self) -> list[Episode]:
+        return [self.spare] if self.spare is not None else []
+
+    def reap_exited(self) -> None:
+        """Finish closed episodes that have exited already, without waiting for any."""
+        if not self.ending:
+            return
+        pidfds = {episode.pidfd: episode for episode in self.ending}
+        for fd in select.select(list(pidfds), [], [], 0)[0]:
+            self.ending.remove(pidfds[fd])
+            self.finish(pidfds[fd])
 
     def retire(self) -> None:
         """End the running episode: an idle environment exits on the end of its requests, so its
         namespace goes down cheaply (killing an init whose children live costs ~100 ms more)."""
         episode, self.episode = self.episode, None
-        if episode is None:
-            return
+        if episode is not None:
+            self.retire_episode(episode)
+
+    def retire_episode(self, episode: Episode) -> None:
         if episode.requests is not None:
             os.close(episode.requests)
             episode.requests = None
@@ -225,7 +315,7 @@ class Zygote:
         # the code's ends: read requests, write the rest
         child_fds = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
         own_fds = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
-        workdir = None if self.jailed else tempfile.mkdtemp(prefix="astra-episode-")
+        workdir = None if self.jailed else _unsafe_workdir()
         if self.jailed:
             os.unshare(os.CLONE_NEWPID)  # the next child is pid 1 of a new pid namespace
         try:
@@ -278,9 +368,8 @@ class Zygote:
             except InterruptedError:
                 continue
             if pid == code_pid:
-                report = {"status": status, "cpu": usage.ru_utime + usage.ru_stime}
                 with contextlib.suppress(OSError):
-                    os.write(fds["status"], json.dumps(report).encode())
+                    os.write(fds["status"], b"%d %r" % (status, usage.ru_utime + usage.ru_stime))
                 os._exit(0)
 
     def isolate(self, limits: dict, site: list) -> None:
@@ -306,27 +395,25 @@ class Zygote:
 
     def become_code(self, limits: dict, with_requirements: bool, fds: dict, workdir: str | None) -> None:
         """Drop to the sandbox user with rlimits and clean fds, wait for the job, run the untrusted code."""
-        null = os.open(os.devnull, os.O_RDWR)
-        _move_fds({0: null, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        # fd 0 is /dev/null already (see _keep_only)
+        _move_fds({0: 0, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
+        os.chdir(workdir or "/tmp")
+        if workdir:  # unsafe mode; in the jail, the zygote set the code's environment once at its start
+            set_code_environment(workdir)
         workdir = workdir or "/tmp"
-        os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
-                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
         if self.jailed:  # (unsafe mode runs as the invoking user)
             uid = limits["uid"]
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)  # from uid 0: all capabilities are dropped
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        sys.path[:] = [path for path in sys.path if path != package_parent]  # the standard library only
-        if with_requirements:
+        if with_requirements:  # (the zygote left the standard library only on sys.path)
             sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
         apply_limits(limits)
         job = read_frame(REQUEST_FD)
         if job is None:  # closed before it was used
             os._exit(0)
-        apply_limits(job["limits"])  # a request may lower the limits
+        if job["limits"] != limits:
+            apply_limits(job["limits"])  # a request may lower the limits
         if job["mode"] == "run":
             os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
         os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
@@ -353,6 +440,8 @@ class Zygote:
                 os.close(fd)
         episode.requests, episode.outputs = None, None
         if episode.workdir:
+            import shutil  # unsafe mode only: the jail's zygote stays small, which makes forks cheaper
+
             shutil.rmtree(episode.workdir, ignore_errors=True)
         if episode.exit is None:
             return "stopped"
@@ -362,10 +451,10 @@ class Zygote:
     def _read_exit(episode: Episode) -> dict | None:
         os.set_blocking(episode.status_fd, False)
         try:
-            data = os.read(episode.status_fd, 4096)
-        except (BlockingIOError, OSError):
+            status, cpu = os.read(episode.status_fd, 4096).split()  # written by its init, which runs no untrusted code
+        except (OSError, ValueError):  # nothing written: the init was killed before the code ended
             return None
-        return json.loads(data) if data else None
+        return {"status": int(status), "cpu": float(cpu)}
 
     @staticmethod
     def _out_of_cpu(episode: Episode, limits: dict) -> bool:
@@ -380,17 +469,40 @@ class Zygote:
         episode, self.episode = self.episode, None
         return episode
 
-    def exchange(self, message: dict, timeout: float) -> dict:
-        """Send a request (or the job) to the episode's code and await its reply within `timeout`."""
+    def exchange(self, message: dict | bytes, timeout: float) -> dict | bytes:
+        """Send a request (or the job) to the episode's code and await its reply within `timeout`.
+        While the code works, the next blank episode is forked if there is none."""
         episode = self.episode
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
-        deadline = time.monotonic() + timeout
+        self.send(episode, message, timeout)
+        self.refill()
+        return self.receive()
+
+    @staticmethod
+    def send(episode: Episode, message: dict | bytes, timeout: float) -> bool:
+        """Write a request to an episode's code; its reply is due within `timeout`."""
+        episode.timeout, episode.deadline = timeout, time.monotonic() + timeout
+        try:
+            if isinstance(message, bytes):
+                write_body(episode.requests, message, episode.deadline)
+            else:
+                write_frame(episode.requests, message, episode.deadline)
+        except (TimeoutError, OSError):
+            return False  # the code is gone or stuck: receive() tells which
+        return True
+
+    def receive(self) -> dict | bytes:
+        """The running episode's reply to the request in flight: checked to be a JSON object, then
+        passed on as the code wrote it. The episode is stopped if it does not answer in time."""
+        episode = self.episode
+        timeout = episode.timeout
         # replies carry capped observations; a state snapshot may be bigger, but not unbounded
         max_reply = REPLY_BASE_BYTES + 8 * episode.limits["max_output_bytes"]
         try:
-            write_frame(episode.requests, message, deadline)
-            reply = read_frame(episode.replies, deadline, max_reply)
+            reply = episode.reader.read_body(episode.deadline, max_reply)
+            if reply is not None:
+                decode(reply)
         except TimeoutError:
             self.finish(self._drop())
             return {**failure("timeout", f"no reply within {timeout:g}s; the environment was stopped"), "dead": True}
@@ -420,6 +532,7 @@ class Zygote:
             write_frame(episode.requests, job, deadline)
         except (TimeoutError, OSError):
             pass  # the program never started: reported as an Error below
+        self.refill()
         streams = {fd: bytearray() for fd in episode.outputs}
         dropped = dict.fromkeys(episode.outputs, 0)
         open_fds, exited, timed_out = set(episode.outputs), False, False
@@ -481,6 +594,11 @@ class Zygote:
             return {}
 
 
+def _loaded(reply: dict | bytes) -> bool:
+    """Whether an open's reply says the code loaded (replies passed on as bytes come from the code)."""
+    return isinstance(reply, bytes) and decode(reply).get("ok") is True
+
+
 def apply_limits(limits: dict) -> None:
     """Set the code process's rlimits; never above the current hard limits (a job may only lower them)."""
     mb = 1 << 20
@@ -497,6 +615,19 @@ def apply_limits(limits: dict) -> None:
         if current_hard != resource.RLIM_INFINITY:
             hard = min(hard, current_hard)
         resource.setrlimit(kind, (min(soft, hard), hard))
+
+
+def _unsafe_workdir() -> str:
+    import tempfile  # unsafe mode only: the jail's zygote stays small, which makes forks cheaper
+
+    return tempfile.mkdtemp(prefix="astra-episode-")
+
+
+def set_code_environment(workdir: str) -> None:
+    """The environment variables sandboxed code sees (nothing of the host's)."""
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
+                       "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
 
 
 def _keep_only(keep) -> None:
