@@ -153,7 +153,7 @@ def test_huge_strings_are_embedded_whole(tmp_path):
 def test_the_static_files_ship_in_the_wheel(tmp_path):
     subprocess.run([sys.executable, "-m", "uv", "build", "--wheel", "--quiet", str(ROOT / "packages" / "astra-core"),
                     "--out-dir", str(tmp_path)], check=True, capture_output=True)
-    [wheel] = tmp_path.glob("astra_core-*.whl")
+    [wheel] = tmp_path.glob("astra_agent_core-*.whl")  # the distribution of astra_core
     names = zipfile.ZipFile(wheel).namelist()
     assert {"astra_core/view/static/report.js", "astra_core/view/static/report.css",
             "astra_core/view/report.py"} <= set(names)

@@ -165,6 +165,7 @@ class _Run:
             return stage
 
     async def _arun(self, call, stage, bound, llm_config, user_config, later) -> None:
+        from astra_core.embedded import EmbeddedServerError, check_installed
         from astra_core.llm import LLMClient, LLMError
 
         async with contextlib.AsyncExitStack() as clients:
@@ -174,11 +175,15 @@ class _Run:
                 if client_config is None:
                     continue
                 client = bound[key] = await clients.enter_async_context(LLMClient(client_config))
-                if client_config.base_url:  # a configured endpoint is checked up front: a typo fails once, not per record
-                    try:
+                # Checked up front, so that a typo or a missing extra fails once, not once per record:
+                # a configured endpoint answers, or the embedded model could start (it starts on first use).
+                try:
+                    if client_config.base_url:
                         await client.model()
-                    except LLMError as exc:
-                        raise StageError(str(exc)) from exc
+                    else:
+                        check_installed()
+                except (LLMError, EmbeddedServerError) as exc:
+                    raise StageError(str(exc)) from exc
                 if key == "llm":  # (the embedded model starts on the first request: a stage asking nothing starts none)
                     stage.provenance(model=lambda client=client: client.model_name, seed=client_config.seed)
             bound.setdefault("llm", None)

@@ -26,7 +26,8 @@ class EmbeddedServerError(RuntimeError):
     pass
 
 
-def _check_installed() -> None:
+def check_installed() -> None:
+    """Raise EmbeddedServerError (one line saying what to install) unless the embedded model can start."""
     missing = [m for m in ("torch", "transformers", "gguf") if importlib.util.find_spec(m) is None]
     if missing:
         raise EmbeddedServerError(
@@ -38,7 +39,7 @@ def _check_installed() -> None:
 def start_server(model: str | None = None, *, timeout: float = 300.0, extra_args: list[str] | None = None,
                  log: bool = True) -> tuple[subprocess.Popen, str]:
     """Start `astra-core serve` as a child process on a free port; return (process, base_url)."""
-    _check_installed()
+    check_installed()
     port_file = Path(tempfile.mkdtemp(prefix="astra-serve-")) / "port"
     command = [sys.executable, "-m", "astra_core.cli", "serve", "--port", "0", "--port-file", str(port_file)]
     if model:
