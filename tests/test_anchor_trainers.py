@@ -63,8 +63,15 @@ def test_toolgraph_trajectories_train_one_step_in_trl_sft_trainer(tmp_path):
     rows = load(write_jsonl(tmp_path / "trajectories.jsonl", records), tmp_path / "cache")
     args = SFTConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, report_to="none",
                      use_cpu=True, save_strategy="no", logging_steps=1)
-    trainer = SFTTrainer(model=str(model), train_dataset=rows, args=args)
-    assert math.isfinite(trainer.train().training_loss)
+    try:
+        trainer = SFTTrainer(model=str(model), train_dataset=rows, args=args)
+        assert math.isfinite(trainer.train().training_loss)
+    finally:  # the trainer's Accelerator (bf16 on CPU) is process-wide state: leave none for other tests
+        from accelerate.state import AcceleratorState, GradientState, PartialState
+
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+        PartialState._reset_state()
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     for record, tokenized in zip(records, trainer.train_dataset, strict=True):

@@ -29,13 +29,18 @@ def tiny_qwen(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def fresh_accelerate_state():
-    """Trainers create Accelerators; reset accelerate's process-wide singletons around a test."""
+    """Trainers create Accelerators; reset accelerate's process-wide singletons around a test (before too: a
+    test elsewhere, e.g. TRL's SFTTrainer with bf16, may have left its state behind)."""
     from accelerate.state import AcceleratorState, GradientState, PartialState
 
+    def reset() -> None:
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+        PartialState._reset_state()
+
+    reset()
     yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    PartialState._reset_state()
+    reset()
 
 
 @pytest.fixture(scope="session")
