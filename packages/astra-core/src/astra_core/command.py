@@ -165,7 +165,6 @@ class _Run:
             return stage
 
     async def _arun(self, call, stage, bound, llm_config, user_config, later) -> None:
-        from astra_core.embedded import EmbeddedServerError, check_installed
         from astra_core.llm import LLMClient, LLMError
 
         async with contextlib.AsyncExitStack() as clients:
@@ -175,15 +174,11 @@ class _Run:
                 if client_config is None:
                     continue
                 client = bound[key] = await clients.enter_async_context(LLMClient(client_config))
-                # Checked up front, so that a typo or a missing extra fails once, not once per record:
-                # a configured endpoint answers, or the embedded model could start (it starts on first use).
-                try:
-                    if client_config.base_url:
+                if client_config.base_url:  # checked up front: a typo fails once, not once per record
+                    try:
                         await client.model()
-                    else:
-                        check_installed()
-                except (LLMError, EmbeddedServerError) as exc:
-                    raise StageError(str(exc)) from exc
+                    except LLMError as exc:
+                        raise StageError(str(exc)) from exc
                 if key == "llm":  # (the embedded model starts on the first request: a stage asking nothing starts none)
                     stage.provenance(model=lambda client=client: client.model_name, seed=client_config.seed)
             bound.setdefault("llm", None)

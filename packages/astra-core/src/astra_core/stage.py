@@ -126,6 +126,14 @@ def _done_ids(paths: list[str]) -> set[str]:
     return done
 
 
+def _stops_the_stage(exc: BaseException) -> bool:
+    """A failure no record can escape (no model to ask): the stage stops with one line, rather than
+    rejecting every record in turn. The embedded model starts on first use, so this shows only then."""
+    from astra_core.llm.client import LLMUnavailable
+
+    return isinstance(exc, LLMUnavailable)
+
+
 def _parquet_writer() -> Callable:
     """JSONL (a binary file) -> a parquet file, with pyarrow (astra-core's `parquet` extra)."""
     try:
@@ -347,6 +355,8 @@ class Stage:
         if isinstance(exc, Rejected):
             self.reject(record, str(exc))
             return
+        if _stops_the_stage(exc):
+            raise StageError(str(exc)) from exc
         if self.options.fail_fast:
             raise exc
         self.counts.errors += 1

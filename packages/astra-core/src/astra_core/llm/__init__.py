@@ -1,6 +1,14 @@
 """OpenAI-compatible LLM access: the async client, structured output, and JSON extraction."""
 
-from astra_core.llm.client import ChatResponse, LLMClient, LLMConfig, LLMError, StructuredOutputError, Usage
+from astra_core.llm.client import (
+    ChatResponse,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMUnavailable,
+    StructuredOutputError,
+    Usage,
+)
 from astra_core.llm.jsontext import extract_json
 
-__all__ = ["ChatResponse", "LLMClient", "LLMConfig", "LLMError", "StructuredOutputError", "Usage", "extract_json"]
+__all__ = ["ChatResponse", "LLMClient", "LLMConfig", "LLMError", "LLMUnavailable", "StructuredOutputError", "Usage", "extract_json"]

@@ -43,6 +43,10 @@ class LLMError(RuntimeError):
         self.body = body
 
 
+class LLMUnavailable(LLMError):
+    """There is no model to ask: no endpoint configured and the embedded model cannot start. A stage stops."""
+
+
 class StructuredOutputError(LLMError):
     """No reply parsed as JSON matching the schema within the allowed attempts."""
 
@@ -197,7 +201,7 @@ class LLMClient:
                     try:
                         base_url = await asyncio.to_thread(embedded_base_url)
                     except EmbeddedServerError as exc:  # one line for the user, not a traceback
-                        raise LLMError(str(exc)) from None
+                        raise LLMUnavailable(str(exc)) from None
                     self.config.base_url = base_url
                 self._base = base_url.rstrip("/") + "/"
                 headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
