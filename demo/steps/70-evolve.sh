@@ -25,6 +25,7 @@ astra-toolgraph evolve tau2-domain retail >> "$E/more_domains.jsonl"
 if [ -s "$OUT/qaenv/merged.jsonl" ]; then head -1 "$OUT/qaenv/merged.jsonl" >> "$E/more_domains.jsonl"; fi
 astra-toolgraph evolve plans "$E/more_domains.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/more_plans.jsonl" \
   --rejects "$E/rejects.more_plans.jsonl"
+[ -s "$E/more_plans.jsonl" ] || echo "the tiny model wrote no usable plan for these domains (why: $E/rejects.more_plans.jsonl)"
 astra-toolgraph evolve run "$E/more_plans.jsonl" --domains "$E/more_domains.jsonl" --iterations 1 --tasks-per-plan 1 \
   --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --agent-max-tokens 96 \
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/more_tasks.jsonl" \

@@ -65,5 +65,5 @@ async def generate_plans(llm: LLMClient, domain: Domain, count: int, *, max_toke
         record["meta"]["plans"] = {"index": index, "failed": list(failed)}
         plans.append(record)
     if not plans:
-        raise AgentFailed(f"no plan reply parsed ({'; '.join(failed)})")
+        raise AgentFailed(f"no usable plan ({'; '.join(failed)})")
     return plans
