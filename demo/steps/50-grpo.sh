@@ -1,7 +1,7 @@
 # astra-grpo: the paper's two training stages on CPU with the embedded SmolLM2-135M-Instruct.
 # SFT warm start on the gold trajectories of the qaenv step, then online multi-turn GRPO on its RL
 # samples (episodes in nsjail sessions, F1 reward, Adaptive Batch Filling), then replaying the trained
-# policy as a stage and plotting the curves. A short SFT (8 steps) teaches the tool-call format, so GRPO's
+# policy as a stage and plotting the curves. A short SFT (6 steps of 2) teaches the tool-call format, so GRPO's
 # groups have reward variance: non-zero advantages, loss and gradients. A few steps only: the signal, not
 # the learning curve (benchmarks/learning.py measures that).
 # One intra-op thread per command: on a shared 2-core machine more threads only contend.
@@ -12,7 +12,7 @@ head -2 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
 
 # 1. SFT: loss on assistant tokens only, cosine schedule with warmup; weights in HF format.
 OMP_NUM_THREADS=1 astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
-  --batch-size 4 --micro-batch-size 2 --max-steps 8 --warmup-ratio 0 --max-length 1024 --learning-rate 1e-4
+  --batch-size 2 --micro-batch-size 2 --max-steps 6 --warmup-ratio 0 --max-length 1024 --learning-rate 1e-4
 
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
