@@ -302,6 +302,8 @@ class EpisodeRunner:
         decode = self.renderer.tokenizer.decode
         if decode(ours) == decode(expected):
             return  # the same text: a sampled token sequence that is not its canonical encoding (counted only)
+        if episode.malformed_calls:
+            return  # a malformed call stays in the generated text but is no structured call: differs by design
         if not self._warned_mismatch:
             self._warned_mismatch = True
             at = next((i for i, (a, b) in enumerate(zip(ours, expected, strict=False)) if a != b),
