@@ -55,6 +55,7 @@ def plot_runs(runs: list[str], output: str, *, labels: list[str] | None = None, 
               window: int = 1, title: str | None = None) -> list[str]:
     """Draw the panels to `output` (PNG/PDF/SVG by extension); returns the metrics drawn."""
     plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
 
     histories = [read_metrics(run) for run in runs]
     labels = labels or [Path(run).name or str(run) for run in runs]
@@ -74,6 +75,7 @@ def plot_runs(runs: list[str], output: str, *, labels: list[str] | None = None, 
                 axis.plot(steps, smooth(list(values), window), label=label, linewidth=1.6)
         axis.set_title(panel, fontsize=10)
         axis.set_xlabel("training step")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         axis.grid(alpha=0.3)
     for axis in list(axes.flat)[len(drawn):]:
         axis.set_visible(False)

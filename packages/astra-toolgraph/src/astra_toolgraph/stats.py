@@ -91,9 +91,13 @@ def table(stats: DatasetStats) -> str:
 
 def _histogram(ax, values: list[int], xlabel: str) -> None:
     top = max(values, default=0)
+    from matplotlib.ticker import MaxNLocator
+
     ax.hist(values, bins=range(0, top + 2), align="left", color="#4C72B0", edgecolor="white")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("samples")
+    for axis in (ax.xaxis, ax.yaxis):  # counts: whole-number ticks
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def pyplot():
