@@ -423,9 +423,10 @@ class Stage:
             else:
                 self.emit(outputs, record)
 
+        # Regular files are read on the event loop; a pipe (stdin, a FIFO) off it, as upstream may be slow.
+        blocking = any(path == "-" or not os.path.isfile(path) for path in self.options.inputs)
         while True:
-            # Read input off the event loop: upstream of a pipe may be slow.
-            record = await asyncio.to_thread(next, records, done)
+            record = await asyncio.to_thread(next, records, done) if blocking else next(records, done)
             if record is done:
                 break
             window.append(asyncio.create_task(guarded(record)))

@@ -135,11 +135,15 @@ def _retry_after(headers) -> float | None:
 
 
 _validators: dict[bytes, tuple] = {}
+_validators_by_id: dict[int, tuple[dict, tuple]] = {}  # the same schema object asked with again: no re-encoding
 
 
 def _validators_of(schema: dict) -> tuple:
     """(fast jsonschema-rs validator, jsonschema validator that explains), built once per distinct schema (a
-    stage asks with the same few schemas)."""
+    stage asks with the same few schemas, which are not changed once asked with)."""
+    held = _validators_by_id.get(id(schema))
+    if held is not None and held[0] is schema:
+        return held[1]
     key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     pair = _validators.get(key)
     if pair is None:
@@ -151,6 +155,9 @@ def _validators_of(schema: dict) -> tuple:
         except Exception:  # noqa: BLE001 - a schema jsonschema-rs refuses is still checked, slowly
             fast = None
         pair = _validators[key] = (fast, Draft202012Validator(schema))
+    if len(_validators_by_id) >= 1024:  # schemas built per request would otherwise pile up
+        _validators_by_id.clear()
+    _validators_by_id[id(schema)] = (schema, pair)
     return pair
 
 
