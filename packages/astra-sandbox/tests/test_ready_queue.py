@@ -56,6 +56,15 @@ def ready(pool: SessionPool, wait_s: float = 10.0) -> list[int]:
         time.sleep(0.02)
 
 
+def _running(pid: int) -> bool:
+    """Whether a process exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def look(session) -> dict:
     seen = json.loads(session.call("look").output)
     return {key: seen[key] for key in BLANK} | {"namespace": seen["namespace"]}
@@ -106,9 +115,8 @@ def test_a_prepared_episode_that_died_is_not_handed_out(one_worker, config):
     (waiting,) = [pid for pids in prepared.values() for pid in pids]
     os.kill(waiting, signal.SIGKILL)  # the code process of the prepared episode, from the host
     deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{waiting}") and time.monotonic() < deadline:
+    while _running(waiting) and time.monotonic() < deadline:  # a zombie until the supervisor reaps it
         time.sleep(0.01)
-    time.sleep(0.05)  # its init reports the death right after reaping it
     with one_worker.session(TRACES) as session:
         assert session.alive, session.load_error
         assert {key: value for key, value in look(session).items() if key in BLANK} == BLANK

@@ -41,7 +41,7 @@ def test_the_catalog_covers_every_threat_of_the_issue():
 
 
 TOOL_ATTACKS = r'''
-import ctypes, os, signal, socket, subprocess
+import ctypes, os, signal, socket, subprocess, sys
 
 def probe():
     seen = {}
@@ -60,11 +60,14 @@ def probe():
         seen["host_write"] = "wrote"
     except OSError as exc:
         seen["host_write"] = f"denied: {exc.strerror}"
-    try:
-        os.kill(os.getppid(), signal.SIGKILL)
-        seen["kill_parent"] = "killed"
-    except OSError as exc:
-        seen["kill_parent"] = f"denied: {exc.strerror}"
+    if os.getppid() == 0:
+        seen["kill_parent"] = "out of view: the parent is outside this pid namespace"
+    else:
+        try:
+            os.kill(os.getppid(), signal.SIGKILL)
+            seen["kill_parent"] = "killed"
+        except OSError as exc:
+            seen["kill_parent"] = f"denied: {exc.strerror}"
     seen["setuid0"] = ctypes.CDLL(None).setuid(0)
     return seen
 
@@ -85,8 +88,9 @@ def hoard():
     return len([bytearray(32 << (20 + doubling)) for doubling in range(12)])
 
 def kill_everything():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     subprocess.run(["/bin/sh", "-c", "kill -9 -1"])
-    return "survived"
+    return f"survived; own child {child.wait()}"
 
 def flood_reply():
     # a reply frame announcing 200 MB: the supervisor must refuse it, not relay it to the host
@@ -115,7 +119,7 @@ def test_tool_code_cannot_reach_the_host(hostile_pool, probe, security_tally):
         seen = json.loads(session.call("probe").output)
     contained = (seen["secret_file"].startswith("denied") and seen["env"] == "absent"
                  and seen["loopback"].startswith("blocked") and seen["host_write"].startswith("denied")
-                 and seen["kill_parent"].startswith("denied") and seen["setuid0"] == -1
+                 and seen["kill_parent"].startswith(("denied", "out of view")) and seen["setuid0"] == -1
                  and probe.connections == 0 and not os.path.exists(probe.forbidden_write))
     security_tally("session-tool-reaches-host", contained)
     assert contained, seen
@@ -140,13 +144,14 @@ def test_tool_memory_bomb_is_an_exception(hostile_pool, probe, security_tally):
     assert contained, result
 
 
-def test_tool_killing_everything_only_ends_its_episode(hostile_pool, probe, security_tally):
+def test_tool_killing_everything_reaches_only_its_episode(hostile_pool, probe, security_tally):
     with hostile_pool.session(attack_code(probe)) as session:
         result = session.call("kill_everything")
-        ended = result.kind == "exception" and not session.alive
+        # its own child is killed; the code, pid 1 of the episode's namespace, is spared and keeps serving
+        only_its_own = result.output == "survived; own child -9" and session.call("probe").ok
     with hostile_pool.session(attack_code(probe)) as fresh:
         serving = fresh.call("probe").ok
-    contained = ended and serving and hostile_pool.workers_alive == hostile_pool.size
+    contained = only_its_own and serving and hostile_pool.workers_alive == hostile_pool.size
     security_tally("session-kill-everything", contained)
     assert contained, result
 

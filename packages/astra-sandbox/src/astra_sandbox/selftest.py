@@ -74,7 +74,7 @@ class Probe:
 
 def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
     """The pool's sandboxed processes (running as `uid` under its workers), by episode (pid namespace
-    and its init): one per episode, including each worker's blank prepared one (a single idle process)."""
+    and its pid 1): one per episode, including each worker's blank prepared one (a single idle process)."""
     parents: dict[int, int] = {}
     owned: list[int] = []
     for entry in os.listdir("/proc"):
@@ -99,7 +99,7 @@ def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
         return False
 
     def episode_key(pid: int) -> str:
-        """The pid namespace and the host pid of its init: the kernel reuses a freed namespace's
+        """The pid namespace and the host pid of its pid 1: the kernel reuses a freed namespace's
         inode number, so the inode alone can make a new episode look like an old one."""
         namespace = os.readlink(f"/proc/{pid}/ns/pid")
         for _ in range(64):
@@ -143,7 +143,7 @@ def prepared_episodes(pool: SessionPool) -> set[int]:
 
 
 def _jail_pid(episode: str) -> int | None:
-    """The pid in its jail of an episode's init, from its key (see `episode_processes`)."""
+    """The pid in its jail of an episode's pid 1, from its key (see `episode_processes`)."""
     try:
         with open(f"/proc/{episode.rsplit('@', 1)[1]}/status") as handle:
             for line in handle:
@@ -241,14 +241,17 @@ def _check_output(result: dict, probe: Probe) -> tuple[bool, str]:
 
 def _check_kill(result: dict, probe: Probe) -> tuple[bool, str]:
     hits = _lines(result, "KILLED")
-    denied = _lines(result, "DENIED")
-    return not hits and len(denied) == 2, "; ".join(hits or denied)
+    refused = _lines(result, "DENIED") + _lines(result, "OUT OF VIEW")
+    return not hits and len(refused) == 2, "; ".join(hits or refused)
 
 
 def _check_kill_all(result: dict, probe: Probe) -> tuple[bool, str]:
     run = result.get("run_result") or {}
-    # `kill -9 -1` may only reach the program's own processes: the program itself dies.
-    return run.get("return_code") == -9 or "Killed" in _out(result), f"program ended: {run.get('return_code')}"
+    # `kill -9 -1` may only reach the program's own processes: its child dies; the program, pid 1 of its
+    # namespace, is spared (the pool serving afterwards shows nothing outside was reached)
+    own_child_killed = _lines(result, "CHILD -9") != []
+    return own_child_killed or run.get("return_code") == -9, f"{'; '.join(_lines(result, 'CHILD'))}, program ended: " \
+                                                               f"{run.get('return_code')}"
 
 
 def _check_proc(result: dict, probe: Probe) -> tuple[bool, str]:
@@ -359,22 +362,33 @@ for _ in range(200):
     Hostile("kill-parent", "kill the supervising processes (parent, pid 1)", """
 import os, signal
 for target in (os.getppid(), 1):
-    try:
-        os.kill(target, signal.SIGKILL)
-        print("KILLED", target)
-    except OSError as exc:
-        print("DENIED", target, exc.strerror)
+    if target == 0:
+        print("OUT OF VIEW parent: outside this pid namespace")
+    elif target == os.getpid():
+        print("OUT OF VIEW pid 1: the program itself")
+    else:
+        try:
+            os.kill(target, signal.SIGKILL)
+            print("KILLED", target)
+        except OSError as exc:
+            print("DENIED", target, exc.strerror)
 """, _check_kill),
     Hostile("kill-everything", "kill -9 -1 (every process it can signal)", """
-import subprocess
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 subprocess.run(["/bin/sh", "-c", "kill -9 -1"])
+print("CHILD", child.wait())
 print("SURVIVED")
 """, _check_kill_all),
-    Hostile("proc-escape", "escape or peek through /proc (/proc/1/root, environ, mem, sysrq, sysctl)", """
+    Hostile("proc-escape", "escape or peek through /proc (other processes' root, environ, mem; sysrq, sysctl)", """
 import os
-attempts = [("list", "/proc/1/root"), ("list", "/proc/1/cwd"), ("read", "/proc/1/environ"), ("read", "/proc/1/mem"),
-            ("read", "/proc/1/maps"), ("read", "/proc/kcore"), ("write", "/proc/sysrq-trigger"),
-            ("write", "/proc/sys/kernel/hostname"), ("write", "/proc/self/oom_score_adj")]
+# every pid but the program's own (it is pid 1 of its namespace): a supervisor in view would be one of them
+others = [pid for pid in range(1, 65) if pid != os.getpid()]
+attempts = [(how, f"/proc/{pid}/{entry}") for pid in others
+            for how, entry in (("list", "root"), ("list", "cwd"), ("read", "environ"), ("read", "mem"), ("read", "maps"))]
+attempts += [("read", "/proc/kcore"), ("write", "/proc/sysrq-trigger"), ("write", "/proc/sys/kernel/hostname"),
+             ("write", "/proc/self/oom_score_adj")]
+denied = 0
 for how, path in attempts:
     try:
         if how == "list":
@@ -388,7 +402,10 @@ for how, path in attempts:
                 handle.write("-1000" if "oom" in path else "pwned")
             print("ESCAPED", path)
     except OSError as exc:
-        print("DENIED", path, exc.strerror)
+        denied += 1
+        if not path.split("/")[2].isdigit():
+            print("DENIED", path, exc.strerror)
+print("DENIED", denied, "of", len(attempts), "attempts")
 print("PIDS", " ".join(sorted(entry for entry in os.listdir("/proc") if entry.isdigit())))
 """, _check_proc),
     Hostile("ctypes-privileges", "use ctypes to regain privileges (setuid 0, mount, ptrace, new namespaces)", """

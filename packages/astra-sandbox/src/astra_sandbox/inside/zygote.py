@@ -3,17 +3,20 @@
 It runs inside nsjail as `python -I -S -c "...from inside.zygote import main..."` and talks to
 the host over stdin/stdout in length-prefixed JSON frames (`framing`). It never runs untrusted
 code itself. For every episode (an environment session) or program (a `run_code` request) it
-forks a fresh process tree:
+forks one fresh process:
 
     zygote    uid 0 of the jail's user namespace only; keeps CAP_SYS_ADMIN, SETUID, SETGID, KILL,
      │        SYS_RESOURCE there (namespaces and mounts per episode, the user switch, kills)
-     └ init   pid 1 of a new pid + mount + ipc + uts namespace: mounts /proc (hidepid) and a private
-       │      /tmp, binds the declared requirements, hides the rest, reaps orphans, reports the status
-       └ code uid 65534, no capabilities, rlimits: waits for its job on fd 3, then serves an
-              environment's tool calls (`environment`) or runs a program (`program`)
+     └ code   pid 1 of a new pid + mount + ipc + uts namespace and a session of its own: mounts
+              /proc (hidepid) and a private /tmp, binds the declared requirements, hides the rest,
+              then drops to uid 65534 (no capabilities, rlimits), waits for its job on fd 3, and
+              serves an environment's tool calls (`environment`) or runs a program (`program`)
 
-Ending an episode ends its pid namespace: every process in it dies, and its mount namespace,
-with its /tmp, is gone. Nothing carries over to the next episode. The next blank episode is
+There is no separate init: the zygote is the code's parent (it reads its status and CPU time with
+wait4), and a process of its own per episode would double the fork and copy-on-write work that
+dominates an episode's cost. As pid 1, the code outlives `kill -9 -1` of its own children and
+cannot see its parent. Ending an episode ends its pid namespace: every process in it dies, and
+its mount namespace, with its /tmp, is gone. Nothing carries over to the next episode. The next blank episode is
 always prepared ahead (an environment opened twice in a row is even loaded ahead into it), and
 closed episodes are reaped while the host is quiet (see `Zygote`).
 
@@ -52,7 +55,8 @@ QUIET_S = 0.003  # host silence after which the zygote does background work (a r
 
 
 class Mounts:
-    """mount(2) through libc: Python has no binding, and only the zygote's init uses it."""
+    """mount(2) through libc: Python has no binding, and only an episode's process uses it, before it drops
+    its privileges."""
 
     def __init__(self) -> None:
         import ctypes
@@ -92,24 +96,21 @@ class Mounts:
 
 
 class Episode:
-    """The zygote's handle on one forked process tree (pid = its init, in the zygote's namespace)."""
+    """The zygote's handle on one episode (pid = its code process, in the zygote's namespace)."""
 
     def __init__(self, pid: int, fds: dict, workdir: str | None, limits: dict, site: list):
         self.pid, self.workdir, self.limits, self.site = pid, workdir, limits, site
         self.requests: int | None = fds["request"]
-        self.replies, self.status_fd = fds["reply"], fds["status"]
+        self.replies = fds["reply"]
         self.reader = FrameReader(self.replies)
         self.outputs: tuple[int, int] | None = (fds["out"], fds["err"])
         self.pidfd = os.pidfd_open(pid)
-        self.exit: dict | None = None  # {"status", "cpu"} of the code process, once known
+        self.exit: dict | None = None  # {"status", "cpu"} of the code process, if it ended on its own
         self.timeout, self.deadline = 0.0, 0.0  # of the reply to the request in flight, if any
 
-    def exited(self) -> bool:
-        return bool(select.select([self.pidfd], [], [], 0)[0])
-
     def ended(self) -> bool:
-        """Whether its code process is gone (its init reports that at once) or the whole episode."""
-        return bool(select.select([self.pidfd, self.status_fd], [], [], 0)[0])
+        """Whether its code process is gone (and with it, as pid 1, its whole namespace)."""
+        return bool(select.select([self.pidfd], [], [], 0)[0])
 
     def close_outputs(self) -> None:
         for fd in self.outputs or ():
@@ -117,7 +118,7 @@ class Episode:
         self.outputs = None
 
     def fds(self) -> list[int]:
-        return [fd for fd in (self.requests, self.replies, self.status_fd, self.pidfd, *(self.outputs or ()))
+        return [fd for fd in (self.requests, self.replies, self.pidfd, *(self.outputs or ()))
                 if fd is not None]
 
 
@@ -298,7 +299,7 @@ class Zygote:
 
     def retire(self) -> None:
         """End the running episode: an idle environment exits on the end of its requests, so its
-        namespace goes down cheaply (killing an init whose children live costs ~100 ms more)."""
+        namespace goes down cheaply (killing a pid 1 whose children live costs ~100 ms more)."""
         episode, self.episode = self.episode, None
         if episode is not None:
             self.retire_episode(episode)
@@ -311,7 +312,7 @@ class Zygote:
 
     def spawn(self, limits: dict, site: list, message: dict) -> Episode:
         """Fork a blank episode: isolated, requirements bound, waiting for its job on fd 3."""
-        pipes = {name: os.pipe() for name in ("request", "reply", "status", "out", "err")}
+        pipes = {name: os.pipe() for name in ("request", "reply", "out", "err")}
         # the code's ends: read requests, write the rest
         child_fds = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
         own_fds = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
@@ -325,7 +326,7 @@ class Zygote:
             raise
         if pid == 0:
             try:
-                self.init(limits, site, message.get("site_dirs", []), child_fds, workdir)
+                self.start_episode(limits, site, message.get("site_dirs", []), child_fds, workdir)
             finally:
                 os._exit(70)
         self._restore_pid_namespace()
@@ -338,39 +339,20 @@ class Zygote:
         if self.jailed:  # later children of the zygote itself stay in the zygote's namespace
             os.setns(self.pid_namespace, os.CLONE_NEWPID)
 
-    def init(self, limits: dict, site: list, site_dirs: list, fds: dict, workdir: str | None) -> None:
-        """The episode's init: isolate, fork the code process, reap, report its status."""
+    def start_episode(self, limits: dict, site: list, site_dirs: list, fds: dict, workdir: str | None) -> None:
+        """The episode's process: isolate itself, then become the code (see the module docstring)."""
         _keep_only(fds.values())  # the zygote's ends and the host channel stay with the zygote
         try:
             if self.jailed:
                 self.isolate(limits, site)
             else:
-                os.setsid()
                 link_requirements(site, site_dirs, workdir)
+            os.setsid()  # kill(0, ...) reaches the episode's own processes only (the unsafe mode's killpg too)
         except Exception as exc:  # noqa: BLE001 - tell the zygote why the episode cannot start
             with contextlib.suppress(OSError):
                 write_frame(fds["reply"], failure("sandbox_error", f"episode setup failed: {exc}"))
             os._exit(71)
-        code_pid = os.fork()
-        if code_pid == 0:
-            try:
-                self.become_code(limits, bool(site), fds, workdir)
-            finally:
-                os._exit(1)
-        for name, fd in fds.items():
-            if name != "status":
-                os.close(fd)
-        while True:
-            try:
-                pid, status, usage = os.wait4(-1, 0)
-            except ChildProcessError:
-                os._exit(0)
-            except InterruptedError:
-                continue
-            if pid == code_pid:
-                with contextlib.suppress(OSError):
-                    os.write(fds["status"], b"%d %r" % (status, usage.ru_utime + usage.ru_stime))
-                os._exit(0)
+        self.become_code(limits, bool(site), fds, workdir)
 
     def isolate(self, limits: dict, site: list) -> None:
         """Fresh mount namespace: /proc for the episode's pids only, a private /tmp, the requirements."""
@@ -424,17 +406,21 @@ class Zygote:
     def finish(self, episode: Episode, settle_s: float = 0.0) -> str:
         """Make sure the episode's whole process tree is gone; describe how its code ended.
 
-        `settle_s`: time the code gets to end on its own (and init to report) before the kill."""
+        `settle_s`: time the code gets to end on its own before the kill."""
         if settle_s:
             select.select([episode.pidfd], [], [], settle_s)
+        ended_itself = episode.ended()
         with contextlib.suppress(ProcessLookupError):
             if self.jailed:
                 os.kill(episode.pid, signal.SIGKILL)  # pid 1 of the namespace: takes everything with it
             else:
                 os.killpg(episode.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(episode.pid, 0)
-        episode.exit = self._read_exit(episode)
+        try:
+            _, status, usage = os.wait4(episode.pid, 0)
+        except ChildProcessError:
+            ended_itself = False
+        if ended_itself:
+            episode.exit = {"status": status, "cpu": usage.ru_utime + usage.ru_stime}
         for fd in episode.fds():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -446,15 +432,6 @@ class Zygote:
         if episode.exit is None:
             return "stopped"
         return describe_status(episode.exit["status"])
-
-    @staticmethod
-    def _read_exit(episode: Episode) -> dict | None:
-        os.set_blocking(episode.status_fd, False)
-        try:
-            status, cpu = os.read(episode.status_fd, 4096).split()  # written by its init, which runs no untrusted code
-        except (OSError, ValueError):  # nothing written: the init was killed before the code ended
-            return None
-        return {"status": int(status), "cpu": float(cpu)}
 
     @staticmethod
     def _out_of_cpu(episode: Episode, limits: dict) -> bool:
@@ -575,7 +552,7 @@ class Zygote:
             result["status"] = "TimeLimitExceeded"
         elif exit_info is None:
             result["status"] = "Error"
-            result["stderr"] += "\n[sandbox] " + note.get("error", "the program's supervisor exited without a status")
+            result["stderr"] += "\n[sandbox] " + note.get("error", "the program was stopped before it ended")
         elif self._out_of_cpu(episode, limits) or (os.WIFSIGNALED(exit_info["status"])
                                                    and os.WTERMSIG(exit_info["status"]) == signal.SIGXCPU):
             result["status"] = "TimeLimitExceeded"
@@ -607,7 +584,8 @@ def apply_limits(limits: dict) -> None:
         ("RLIMIT_NPROC", limits["max_processes"], limits["max_processes"]),
         ("RLIMIT_NOFILE", limits["max_open_files"], limits["max_open_files"]),
         ("RLIMIT_FSIZE", limits["max_file_size_mb"] * mb, limits["max_file_size_mb"] * mb),
-        ("RLIMIT_CPU", limits["cpu_time_s"], limits["cpu_time_s"] + 1),
+        # pid 1 of its namespace ignores SIGXCPU (the soft limit's signal): the hard limit's SIGKILL is the limit
+        ("RLIMIT_CPU", limits["cpu_time_s"], limits["cpu_time_s"]),
         ("RLIMIT_AS", limits["memory_mb"] * mb, limits["memory_mb"] * mb),
     ):
         kind = getattr(resource, name)
