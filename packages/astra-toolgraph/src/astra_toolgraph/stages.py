@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from astra_core.config import knob
-from astra_core.schema import RecordError, validate
+from astra_core.schema import is_valid
 from astra_core.stage import Rejected
 
 from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_chains
@@ -181,11 +181,8 @@ TASK_SOURCE = {
 
 def _record_kind(record: dict) -> str:
     for kind in ("tool_chain", "tool_server"):
-        try:
-            validate(record, kind)
+        if is_valid(record, kind):  # no explanation needed: a server is not a chain
             return kind
-        except RecordError:
-            continue
     raise Rejected("neither a tool_chain nor a tool_server record")
 
 
