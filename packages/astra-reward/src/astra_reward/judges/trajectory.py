@@ -88,10 +88,11 @@ async def judge_trajectory(client: LLMClient, record: dict, settings: JudgeSetti
     rounds = tool_call_rounds(messages, calls)
     start = 1 if messages and messages[0].get("role") == "system" else 0
     card = Scorecard(DIMENSIONS, details={"rounds": len(rounds), "calls": len(calls)})
+    tools = tools_text(record.get("tools"))
 
     def material(end: int = len(messages), focus: str = "") -> str:
         return prompts.TRAJECTORY_USER.substitute(
-            tools=tools_text(record.get("tools")), focus=focus,
+            tools=tools, focus=focus,
             transcript=transcript(messages, calls, start=start, end=end, max_chars=settings.max_chars))
 
     def judged(judgment: prompts.Judgment, material: str):
