@@ -17,15 +17,21 @@ import asyncio
 import os
 import random
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+if TYPE_CHECKING:
+    import aiohttp
+
 from astra_core.llm.cache import ResponseCache
-from astra_core.llm.http import HTTPClient
 from astra_core.llm.jsontext import extract_json
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 class LLMError(RuntimeError):
@@ -167,7 +173,8 @@ class LLMClient:
     def __init__(self, config: LLMConfig | None = None):
         self.config = config or LLMConfig.from_env()
         self.usage = Usage()
-        self._http: HTTPClient | None = None  # opened on first use (it may start the embedded model)
+        self._http: aiohttp.ClientSession | None = None  # opened on first use (importing aiohttp costs 0.2 s)
+        self._base = ""
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
         self._cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir else None
         self._structured_supported = True
@@ -189,9 +196,9 @@ class LLMClient:
             self._cache = None
 
     # -- endpoint -------------------------------------------------------------------------------
-    async def _client(self) -> HTTPClient:
-        if self._http is not None:
-            return self._http
+    async def _client(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         async with self._endpoint_lock:
             if self._http is None:
                 base_url = self.config.base_url
@@ -203,12 +210,12 @@ class LLMClient:
                     except EmbeddedServerError as exc:  # one line for the user, not a traceback
                         raise LLMUnavailable(str(exc)) from None
                     self.config.base_url = base_url
+                self._base = base_url.rstrip("/") + "/"
                 headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-                # kept-alive connections, at most one per request in flight (the semaphore bounds those)
-                try:
-                    self._http = HTTPClient(base_url, headers)
-                except ValueError as exc:  # no request can reach it: the stage stops with this line
-                    raise LLMUnavailable(f"LLM endpoint {exc}") from None
+                # One pooled connection per request in flight: no connection churn at high concurrency.
+                connector = aiohttp.TCPConnector(limit=self.config.concurrency, limit_per_host=self.config.concurrency)
+                self._http = aiohttp.ClientSession(headers=headers, connector=connector, json_serialize=_dumps,
+                                                   timeout=aiohttp.ClientTimeout(total=self.config.timeout))
             return self._http
 
     @property
@@ -232,7 +239,7 @@ class LLMClient:
         http = await self._client()
         key = None
         if self._cache is not None:
-            key = ResponseCache.key(self.config.base_url.rstrip("/") + "/" + path, body)
+            key = ResponseCache.key(self._base + path, body)
             hit = self._cache.get(key)
             if hit is not None:
                 self.usage.requests += 1
@@ -246,29 +253,28 @@ class LLMClient:
             self._cache.put(key, reply)
         return reply
 
-    async def _send_with_retries(self, http: HTTPClient, method: str, path: str, body: dict | None) -> dict:
+    async def _send_with_retries(self, http: aiohttp.ClientSession, method: str, path: str, body: dict | None) -> dict:
+        import aiohttp
+
         cfg = self.config
-        data = None if body is None else orjson.dumps(body)
         for attempt in range(cfg.max_retries + 1):
             wait = None
             try:
-                response = await http.request(method, path, data, cfg.timeout)
-            except OSError as exc:  # refused, reset, timed out, a reply that is not HTTP
+                async with http.request(method, self._base + path, json=body) as response:
+                    status, text, headers = response.status, await response.text(), response.headers
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             else:
-                status = response.status
                 if status < 400:
                     try:
-                        return orjson.loads(response.body)
+                        return orjson.loads(text)
                     except orjson.JSONDecodeError as exc:
-                        text = response.body.decode("utf-8", "replace")
                         raise LLMError(f"{method} {path}: the endpoint's reply is not JSON ({exc}): {text[:300]}",
                                        status, text) from None
-                text = response.body.decode("utf-8", "replace")
                 failure = f"HTTP {status}: {text[:500]}"
                 if status not in RETRY_STATUS:
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
-                wait = _retry_after(response.headers)
+                wait = _retry_after(headers)
             if attempt == cfg.max_retries:
                 raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}")
             self.usage.retries += 1
