@@ -22,7 +22,7 @@ from astra_reward.state import state_reward
 
 _MESSAGE = {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}}}
 _SUB_TASK = {"type": "object", "required": ["question", "answer"],
-             "properties": {"id": {"type": "string"}, "question": {"type": "string"},
+             "properties": {"id": {"type": ["string", "integer"]}, "question": {"type": "string"},
                             "answer": {"type": ["string", "number", "array"]}, "needs_tool": {"type": "boolean"}}}
 
 SCORABLE_CONVERSATION = {
