@@ -135,8 +135,7 @@ def score_state(record: dict, config: StateConfig, samples: dict[str, dict]) -> 
     patterns = [*config.ignore, *extra]
     result = state_reward(record["final_state"], spec["expected_state"], patterns)
     record["reward"] = result.reward
-    record["reward_components"] = {**result.components(), "diff": result.diff[:config.max_diff],
-                                   "ignore_fields": patterns}
+    record["reward_components"] = result.components(config.max_diff)
     _check_min_score(result.reward, config.min_score)
     return record
 
