@@ -45,11 +45,10 @@ import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
-
-from pathlib import Path
 
 from astra_core.config import ConfigError, config_options, find_config, load_config, pop_values
 from astra_core.options import llm_config_from, llm_options, stage_options, stage_options_from

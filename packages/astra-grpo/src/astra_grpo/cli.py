@@ -18,8 +18,15 @@ from astra_core.command import stage_command
 from astra_core.config import find_config
 from astra_core.options import report_errors
 
-from astra_grpo.config import (ConfigError, GRPOConfig, RolloutConfig, SFTConfig, config_options, load_config,
-                               pop_overrides)
+from astra_grpo.config import (
+    ConfigError,
+    GRPOConfig,
+    RolloutConfig,
+    SFTConfig,
+    config_options,
+    load_config,
+    pop_overrides,
+)
 from astra_grpo.play import Player, play_samples
 
 
