@@ -99,6 +99,29 @@ def test_sft_command_trains_a_tiny_model(tiny_llama, tmp_path, fresh_accelerate_
     assert list((tmp_path / "out").rglob("events.out.tfevents.*"))  # the TensorBoard tracker wrote
 
 
+def test_rollout_takes_a_bundled_config_and_stops_in_one_line_when_the_policy_cannot_load(tmp_path):
+    samples = write(tmp_path / "s.jsonl", [rl_sample("rl-0"), rl_sample("rl-1")])
+    result = CliRunner().invoke(main, ["rollout", str(samples), "--config", "grpo_tiny_cpu.yaml",
+                                       "--model", str(tmp_path / "no-model")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1].startswith("astra-grpo rollout: cannot load the policy")
+    result = CliRunner().invoke(main, ["rollout", str(samples), "--config", "no_such.yaml"])
+    assert result.exit_code == 1 and "grpo_paper.yaml" in result.output
+
+
+def test_rollout_as_a_library_rejects_a_sample_it_cannot_play_before_loading_a_model():
+    from astra_core.stage import Rejected
+    from astra_grpo.config import RolloutConfig
+    from astra_grpo.play import Player, play_samples
+
+    sample = rl_sample("rl-0")
+    sample["messages"] = [m for m in sample["messages"] if m["role"] != "user"]
+    config = RolloutConfig(model="/nowhere")
+    with Player(config) as player:
+        [result] = play_samples([sample], config, player)
+    assert isinstance(result, Rejected) and "the prompt needs a user message" in str(result)
+
+
 @pytest.mark.parametrize("command", ["sft", "train", "rollout", "plot", "configs"])
 def test_every_command_has_help(command):
     assert CliRunner().invoke(main, [command, "--help"]).exit_code == 0

@@ -53,3 +53,13 @@ def test_state_reward_checks_the_final_environment_state(sandbox):
         session.call("count_visits", {})
         reward, parts = score_episode(sample, [], 0, final_state=session.state())
     assert reward == 1.0 and parts["differences"] == 0 and parts["kind"] == "state"
+
+
+def test_the_trainers_state_components_are_astra_rewards_shape():
+    """The trainer writes what `astra-reward state` writes (common.json's reward_components), ignore_fields too."""
+    from astra_reward.stages import StateConfig, score_state
+
+    sample = {**rl_sample(), "reward": {"kind": "state", "expected_state": {"a": 1, "t": 1}, "ignore_fields": ["t"]}}
+    _, parts = score_episode(sample, SOLVED, malformed_calls=0, final_state={"a": 2, "t": 2})
+    scored = score_state({"final_state": {"a": 2, "t": 2}, **sample["reward"]}, StateConfig(), samples={})
+    assert parts == scored["reward_components"] and parts["ignore_fields"] == ["t"] and parts["differences"] == 1

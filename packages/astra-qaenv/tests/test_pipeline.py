@@ -180,3 +180,18 @@ def test_export_of_a_wrong_typed_environment_names_its_line_and_field(cli, built
     result = cli("export", "-", "--mixing", "none", input=json.dumps(env) + "\n")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "<stdin>:1" in result.stderr and "field tools" in result.stderr, result.stderr
+
+
+def test_export_from_stdin_rejects_a_broken_line_with_its_source_and_counts_it(cli, built, tmp_path):
+    envs = (built / "merged.jsonl").read_bytes().splitlines(keepends=True)
+    data = envs[0] + b"{broken\n" + b"".join(envs[1:])
+    result = cli("export", "-", "--mixing", "none", input=data)
+    assert result.exit_code == 1 and result.stderr.strip().splitlines()[-1].startswith("astra-qaenv export: <stdin>:2")
+    result = cli("export", "--mixing", "none", "--skip-bad", "--rejects", tmp_path / "rej.jsonl", input=data)
+    assert result.exit_code == 0, result.stderr
+    [reject] = read(tmp_path / "rej.jsonl")
+    assert reject["source"] == "<stdin>:2" and reject["reason"].startswith("malformed")
+    samples = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(samples) == len(envs)
+    assert {s["meta"]["provenance"][-1]["command"] for s in samples} == {"astra-qaenv export"}
+    assert f"read {len(envs) + 1} · wrote {len(envs)} from {len(envs)} · rejected 1" in result.stderr

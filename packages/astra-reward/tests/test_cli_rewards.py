@@ -126,6 +126,34 @@ def test_a_wrong_typed_field_is_rejected_naming_line_and_field_never_scored(comm
     assert result.exit_code == 1 and field in result.output and "Traceback" not in result.output
 
 
+def test_f1_scores_a_job_whose_ids_are_integers_as_the_common_schema_allows():
+    """A job carried on the record is typed as sub_qa is everywhere else (ids: string or integer); the bundled
+    samples' integer ids were once a reject when the job came on the record instead of from --samples."""
+    [trajectory] = [r for r in read(DATA / "trajectories.jsonl") if r["id"] == "traj-geo-good"]
+    [sample] = [s for s in read(DATA / "samples.jsonl") if s["id"] == "rl-qa-geo-7"]
+    assert all(isinstance(j["id"], int) for j in sample["job"])
+    result, [scored] = run("f1", input=json.dumps({**trajectory, "job": sample["job"]}) + "\n")
+    assert result.exit_code == 0 and scored["reward"] == 1.0 and scored["reward_components"]["solved_ids"] == [1, 2]
+
+
+def test_the_components_of_both_rewards_are_the_schemas_one_shape():
+    """`reward_components` is typed in common.json by kind: what f1 and state write validates as a rollout's,
+    and a wrong-typed or missing part does not."""
+    from astra_core.formats_doc import example
+    from astra_core.schema import RecordError
+
+    _, f1 = run("f1", DATA / "rollouts.jsonl", "--samples", DATA / "samples.jsonl")
+    _, state = run("state", DATA / "states.jsonl")
+    for scored in (*f1, *state):
+        validate({**example("rollout"), "reward_components": scored["reward_components"]}, "rollout")
+    assert state[0]["reward_components"]["ignore_fields"] == ["orders.*.created_at"]
+    f1_parts = f1[0]["reward_components"]
+    for broken, field in (({**f1_parts, "recall": "1.0"}, "recall"), ({"kind": "state", "match": True}, "(record)")):
+        with pytest.raises(RecordError, match=field):
+            validate({**example("rollout"), "reward_components": broken}, "rollout")
+    validate({**example("rollout"), "reward_components": {}}, "rollout")  # an episode that failed before scoring
+
+
 def test_console_script_runs_a_pipeline():
     script = Path(sys.executable).parent / "astra-reward"
     data = subprocess.run([script, "sample-data", "rollouts.jsonl"], capture_output=True, text=True, check=True)

@@ -29,10 +29,12 @@ usage, and exits with:
 
 The function's parameters are bound by name: `record` (first), `config`, `llm`, `user` (with
 `user_llm=True`: the user simulator's client, --user-base-url/--user-model, env ASTRA_USER_LLM_*,
-defaulting to the main endpoint), `stage` and every name in `uses`. With `batch=N` the function gets
-a list of up to N records and returns one result per record (outputs, or an exception to reject it).
-`flags=` names the config fields that become flags; the rest are set with --config FILE (one YAML
-file can then configure every command of a pipeline).
+defaulting to the main endpoint), `stage` and every name in `uses`. With `batch=N` (or a function of the
+config giving N) the function gets a list of up to N records and returns one result per record (outputs,
+or an exception to reject it). `flags=` names the config fields that become flags; the rest are set with
+--config FILE (one YAML file can then configure every command of a pipeline); `bundled_configs=DIR` lets
+--config also name a file of DIR. An opener in `uses` is called with the config, and also the stage
+options and the LLM config (None without `llm=`) when it takes two or three arguments.
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
 
-from astra_core.config import ConfigError, config_options, load_config, pop_values
+from astra_core.config import ConfigError, config_options, find_config, load_config, pop_values
 from astra_core.options import llm_config_from, llm_options, stage_options, stage_options_from
 from astra_core.schema import RecordError
 from astra_core.stage import Stage, StageError
@@ -81,7 +84,8 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
                   config: type | None = None, flags: tuple[str, ...] | None = None,
                   llm: bool | Callable[[Any], bool] = False,
                   user_llm: bool = False, uses: dict[str, Opener] | None = None, derive_ids: bool = False,
-                  concurrency: int | None = None, batch: int | None = None) -> Callable:
+                  concurrency: int | None = None, batch: int | Callable[[Any], int] | None = None,
+                  bundled_configs: Path | None = None) -> Callable:
     """Register `fn` as the stage command `name` of `group` (see the module docstring); returns `fn`."""
     uses = dict(uses or {})
     run = _Run(uses=uses, derive_ids=derive_ids, concurrency=concurrency, batch=batch)
@@ -101,6 +105,8 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
             options.debug = debug
             try:
                 values = pop_values(config, kwargs) if config else {}
+                if config_file is not None and bundled_configs is not None:
+                    config_file = find_config(config_file, bundled_configs)
                 settings = load_config(config, config_file, values) if config else None
                 llm_config = llm_config_from(kwargs) if spec.llm else None
                 if callable(llm) and not llm(settings):  # e.g. verify-chains --no-coherence asks no LLM
@@ -123,8 +129,11 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
             decorated = llm_options(decorated)
         if config is not None:
             decorated = config_options(config, only=flags)(decorated)
-            decorated = click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-                                     help="YAML file of config fields (flags override it).")(decorated)
+            config_help = "YAML file of config fields (flags override it)" + (
+                f"; or a bundled one's name ({', '.join(sorted(p.name for p in bundled_configs.glob('*.yaml')))})"
+                if bundled_configs is not None else "") + "."
+            config_type = click.Path(exists=bundled_configs is None, dir_okay=False)
+            decorated = click.option("--config", "config_file", type=config_type, help=config_help)(decorated)
         decorated = stage_options(decorated)
         registered = group.command(name)(decorated)
         registered.stage_spec = spec
@@ -144,7 +153,7 @@ class _Run:
 
     def __call__(self, fn, title, options, spec, settings, llm_config, user_config, parameters) -> Stage:
         with contextlib.ExitStack() as stack:
-            opened = {key: _open(opener, settings, options) for key, opener in self.uses.items()}
+            opened = {key: _open(opener, settings, options, llm_config) for key, opener in self.uses.items()}
             # An async resource (e.g. MCP server connections) lives on the event loop of the run: entered there.
             later = {key: cm for key, cm in opened.items() if hasattr(cm, "__aenter__")}
             resources = {key: stack.enter_context(cm) for key, cm in opened.items() if key not in later}
@@ -156,7 +165,7 @@ class _Run:
                 return fn(record, **{p: bound[p] for p in parameters})
 
             if self.batch:
-                stage.run_batched(call, self.batch)
+                stage.run_batched(call, self.batch(settings) if callable(self.batch) else self.batch)
             elif not inspect.iscoroutinefunction(fn):
                 bound.setdefault("llm", None)
                 stage.run(call)
@@ -191,13 +200,14 @@ class _Run:
                         stage.stats[label] = str(bound[key].usage)
 
 
-def _open(opener: Callable, settings: Any, options: Any):
-    """An opener takes the config, and the stage options too if it asks for them (e.g. --resume)."""
+def _open(opener: Callable, settings: Any, options: Any, llm_config: Any):
+    """An opener takes the config, then the stage options (e.g. --resume) and the LLM config if it asks for them."""
     try:
-        wants_options = len(inspect.signature(opener).parameters) >= 2
+        wanted = len([p for p in inspect.signature(opener).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
     except (TypeError, ValueError):
-        wants_options = False
-    return opener(settings, options) if wants_options else opener(settings)
+        wanted = 1
+    return opener(*(settings, options, llm_config)[:max(1, min(wanted, 3))])
 
 
 def _user_llm_options(f: Callable) -> Callable:

@@ -29,13 +29,16 @@ class ConfigError(ValueError):
 
 
 def knob(default: Any, help: str, *, choices: Iterable[str] | None = None, flag: str | None = None,  # noqa: A002
-         **kwargs: Any) -> Any:
-    """A config field with its documentation (and, optionally, its allowed values or its own flag name)."""
+         short: str | None = None, **kwargs: Any) -> Any:
+    """A config field with its documentation (and, optionally, its allowed values, its own flag name or a
+    one-letter short flag: `short="n"` is `-n`)."""
     metadata = {"help": help}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     if flag is not None:
         metadata["flag"] = flag
+    if short is not None:
+        metadata["short"] = short
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata, **kwargs)
     return field(default=default, metadata=metadata, **kwargs)
@@ -135,6 +138,16 @@ def read_yaml(path: str | Path, cls: type) -> dict[str, Any]:
     return values
 
 
+def find_config(value: str, bundled: Path) -> str:
+    """A config file's path: `value` itself, or the name of a file in `bundled` (e.g. `grpo_paper.yaml`)."""
+    if Path(value).exists():
+        return value
+    if (bundled / value).is_file():
+        return str(bundled / value)
+    names = ", ".join(p.name for p in sorted(bundled.glob("*.yaml")))
+    raise ConfigError(f"no such config file {value!r} (bundled: {names})")
+
+
 def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> C:
     """Defaults, then the YAML file, then `overrides` (None values are ignored); checked."""
     hints = field_types(cls)
@@ -200,18 +213,19 @@ def _option(spec: dataclasses.Field, hint: Any) -> Callable:
     flag = flag_name(spec)
     default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
     help_text = f"{spec.metadata.get('help', '')} [default: {default}]"
+    names = [f"--{flag}"] + ([f"-{spec.metadata['short']}"] if spec.metadata.get("short") else [])
     dest = DEST_PREFIX + spec.name
     if hint is bool:
         return click.option(f"--{flag}/--no-{flag}", dest, default=None, help=help_text)
     if typing.get_origin(hint) is list:
-        return click.option(f"--{flag}", dest, multiple=True, default=None,
+        return click.option(*names, dest, multiple=True, default=None,
                             help=help_text + " (repeatable, or comma-separated)")
     if hint is dict or typing.get_origin(hint) is dict:
-        return click.option(f"--{flag}", dest, type=str, default=None, help=help_text + " (JSON or YAML)")
+        return click.option(*names, dest, type=str, default=None, help=help_text + " (JSON or YAML)")
     if spec.metadata.get("choices"):
-        return click.option(f"--{flag}", dest, type=click.Choice(spec.metadata["choices"]), default=None,
+        return click.option(*names, dest, type=click.Choice(spec.metadata["choices"]), default=None,
                             help=help_text)
-    return click.option(f"--{flag}", dest, type=hint, default=None, help=help_text)
+    return click.option(*names, dest, type=hint, default=None, help=help_text)
 
 
 def pop_values(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:

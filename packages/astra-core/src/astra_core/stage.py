@@ -127,11 +127,12 @@ def _done_ids(paths: list[str]) -> set[str]:
 
 
 def _stops_the_stage(exc: BaseException) -> bool:
-    """A failure no record can escape (no model to ask): the stage stops with one line, rather than
-    rejecting every record in turn. The embedded model starts on first use, so this shows only then."""
+    """A failure no record can escape (no model to ask, a resource that cannot open): the stage stops with
+    one line, rather than rejecting every record in turn. The embedded model starts on first use, so this
+    shows only then."""
     from astra_core.llm.client import LLMUnavailable
 
-    return isinstance(exc, LLMUnavailable)
+    return isinstance(exc, (LLMUnavailable, StageError))
 
 
 def _parquet_writer() -> Callable:

@@ -18,7 +18,7 @@ from astra_core.options import llm_config_from, llm_options, report_errors, stag
 from astra_eval import benchenv, report, runs
 
 
-@click.group()
+@click.group("astra-eval")
 @click.version_option(package_name="astra-eval")
 def main() -> None:
     """Benchmarks scored by their own checkers: BFCL v3 multi-turn, tau2-bench, ACEBench, AIME.

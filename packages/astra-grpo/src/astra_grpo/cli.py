@@ -1,4 +1,4 @@
-"""The astra-grpo command: sft, train (GRPO), rollout, plot, configs.
+"""The astra-grpo command: sft, train (GRPO), rollout (a stage: `astra_grpo.play`), plot, configs.
 
 Trainers run in one process as they are, or on many with accelerate:
 
@@ -10,14 +10,24 @@ Trainers run in one process as they are, or on many with accelerate:
 from __future__ import annotations
 
 import functools
-import sys
 from importlib.resources import files
 from pathlib import Path
 
 import click
-from astra_core.options import report_errors, stage_options, stage_options_from
+from astra_core.command import stage_command
+from astra_core.config import find_config
+from astra_core.options import report_errors
 
-from astra_grpo.config import ConfigError, GRPOConfig, SFTConfig, config_options, load_config, pop_overrides
+from astra_grpo.config import (
+    ConfigError,
+    GRPOConfig,
+    RolloutConfig,
+    SFTConfig,
+    config_options,
+    load_config,
+    pop_overrides,
+)
+from astra_grpo.play import Player, play_samples
 
 
 def config_errors(f):
@@ -47,13 +57,12 @@ def bundled_configs() -> Path:
 
 def _config_path(value: str | None) -> str | None:
     """A config file path, or the name of a bundled one (`grpo_paper.yaml`)."""
-    if value is None or Path(value).exists():
-        return value
-    bundled = bundled_configs() / value
-    if bundled.exists():
-        return str(bundled)
-    raise click.BadParameter(f"no such config file {value!r} (bundled: "
-                             f"{', '.join(p.name for p in sorted(bundled_configs().glob('*.yaml')))})")
+    if value is None:
+        return None
+    try:
+        return find_config(value, bundled_configs())
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 trainer_inputs = [
@@ -107,31 +116,21 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     click.echo(f"astra-grpo train: weights in {final}", err=True)
 
 
-ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "engine", "max_turns", "max_prompt_length", "max_response_length",
-                  "max_new_tokens", "temperature", "top_p", "top_k", "reward", "sandbox_pool_size", "sandbox_jail",
-                  "sandbox_call_timeout_s", "env_workers", "generation_batch_size", "user_base_url", "user_model",
-                  "user_max_tokens", "max_user_turns")
+ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "engine", "max_turns",
+                  "max_prompt_length", "max_response_length", "max_new_tokens", "temperature", "top_p", "top_k",
+                  "reward", "sandbox_pool_size", "sandbox_jail", "sandbox_call_timeout_s", "env_workers",
+                  "generation_batch_size", "user_base_url", "user_model", "user_max_tokens", "max_user_turns",
+                  "episodes", "samples_per_batch")
 
 
-@main.command()
-@stage_options
-@click.option("--config", "config_file", help="A GRPO config (path or bundled name) to take the rollout settings from.")
-@click.option("-n", "--group-size", type=int, default=1, show_default=True, help="Episodes per sample.")
-@click.option("--batch", type=int, default=8, show_default=True, help="Samples played together.")
-@config_options(GRPOConfig, only=ROLLOUT_FIELDS)
-@report_errors
-@config_errors
-def rollout(config_file, group_size, batch, **kwargs) -> None:
-    """Play episodes of `rl_sample` records with a checkpoint: one `rollout` record per episode."""
-    options = stage_options_from(kwargs)
-    overrides = pop_overrides(GRPOConfig, kwargs)
-    config = load_config(GRPOConfig, _config_path(config_file), overrides)
+def open_player(config: RolloutConfig) -> Player:
     _quiet_transformers()
-    from astra_grpo.play import play_stage
+    return Player(config)
 
-    counts = play_stage(config, options, group_size=group_size, batch=batch)
-    if counts.errors:
-        sys.exit(3)  # some samples failed internally (rejected as `error: ...`)
+
+stage_command(main, "rollout", reads="rl_sample", writes="rollout", config=RolloutConfig, flags=ROLLOUT_FIELDS,
+              uses={"player": open_player}, batch=lambda config: config.samples_per_batch,
+              bundled_configs=bundled_configs())(play_samples)
 
 
 @main.command()

@@ -15,7 +15,7 @@ from typing import Any
 from astra_core.config import ConfigError, check, knob, load_config, pop_values, save_config, to_dict
 from astra_core.config import config_options as core_config_options
 
-__all__ = ["ConfigError", "GRPOConfig", "SFTConfig", "TrainConfig", "config_options", "knob", "load_config",
+__all__ = ["ConfigError", "GRPOConfig", "RolloutConfig", "SFTConfig", "TrainConfig", "config_options", "knob", "load_config",
            "pop_overrides", "save_config", "to_dict"]
 
 # Attention kernels the Ulysses context-parallel attention can wrap (context_parallel/attention.py).
@@ -226,6 +226,20 @@ class GRPOConfig(TrainConfig):
         _check(sequences % self.micro_batch_size == 0, "micro_batch_size",
                f"must divide the {sequences} sequences each process gets per update")
         return sequences // self.micro_batch_size
+
+
+@dataclass
+class RolloutConfig(GRPOConfig):
+    """`astra-grpo rollout`: a GRPO config's rollout settings, and how many episodes to play per sample
+    (a GRPO config file's `group_size` is the trainer's and does not change it)."""
+
+    episodes: int = knob(1, "Episodes per sample.", flag="group-size", short="n")
+    samples_per_batch: int = knob(8, "Samples played together.", flag="batch")
+
+    def validate(self) -> None:
+        super().validate()
+        _check(self.episodes >= 1, "episodes", "must be >= 1")
+        _check(self.samples_per_batch >= 1, "samples_per_batch", "must be >= 1")
 
 
 def _check(ok: bool, name: str, message: str) -> None:

@@ -1,95 +1,145 @@
 """`astra-grpo rollout`: play episodes of RL samples with a checkpoint (evaluation, inspection).
 
-A JSONL stage: `rl_sample` records in, one `rollout` record per episode out; a sample that cannot
-be played (bad content, prompt too long, an error) goes to --rejects with the reason.
+`rl_sample` records in, one `rollout` record per episode out; a sample that cannot be played (bad
+content, a prompt too long) is rejected with the reason. The command runs `play_samples` over batches
+of samples; a library user calls it the same way:
+
+    with Player(RolloutConfig(model="out/grpo/final")) as player:
+        results = play_samples(samples, player.config, player)   # per sample: its rollouts, or an exception
 """
 
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
-import torch
 from astra_core.schema import RecordError
-from astra_core.stage import Counts, Stage, StageOptions
+from astra_core.stage import Rejected, Stage, StageError
 
-from astra_grpo.chat import chat_renderer
-from astra_grpo.config import GRPOConfig
-from astra_grpo.data import check_rl_sample
-from astra_grpo.environments import open_sandbox_pool
-from astra_grpo.grpo import make_engine, make_user_simulator, rollout_settings
-from astra_grpo.rollout import EpisodeRunner, rollout_record
-from astra_grpo.runtime import load_policy
+from astra_grpo.config import RolloutConfig
 
 COMMAND = "astra-grpo rollout"
 
 
-def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1, batch: int = 8, pool=None,
-               reward_fn=None) -> Counts:
-    torch.manual_seed(config.seed)
-    model, tokenizer = load_policy(config)
-    renderer = chat_renderer(tokenizer, config)
-    engine = make_engine(config, model, tokenizer, renderer)
-    rewards, turns, calls, malformed, errors = [], [], 0, 0, 0
+class Player:
+    """A checkpoint playing RL samples: the policy and its engine, a sandbox pool and the user simulator.
+    They load on first use, so input that is bad from its first line fails before a model loads."""
 
-    with Stage(COMMAND, options, in_kind="rl_sample", out_kind="rollout", model=config.model,
-               seed=config.seed) as stage:
-        own_pool = pool is None
-        pool = pool or open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
-                                         call_timeout_s=config.sandbox_call_timeout_s).__enter__()
-        user_simulator = make_user_simulator(config, None)
-        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=user_simulator)
-        pending: list[dict] = []
+    def __init__(self, config: RolloutConfig, *, pool=None, reward_fn=None):
+        self.config = config
+        self._pool, self._own_pool = pool, pool is None
+        self._reward_fn = reward_fn
+        self._runner = self._renderer = self._user = None
+        self.rewards: list[float] = []
+        self.turns: list[int] = []
+        self.calls = self.malformed = self.errors = 0
 
-        def flush() -> None:
-            nonlocal calls, malformed, errors
-            if not pending:
-                return
-            try:
-                groups = runner.play(pending, group_size)
-            except Exception as exc:  # noqa: BLE001 - the samples are rejected with the reason
-                if options.fail_fast:
-                    raise
-                for record in pending:
-                    stage.reject(record, f"error: {type(exc).__name__}: {exc}")
-                pending.clear()
-                return
-            for record, group in zip(pending, groups, strict=True):
-                stage.emit([rollout_record(group, e, command=COMMAND, model=config.model, seed=config.seed)
-                            for e in group.episodes], record)
-                for episode in group.episodes:
-                    rewards.append(episode.reward)
-                    turns.append(episode.turns)
-                    calls += episode.tool_calls
-                    malformed += episode.malformed_calls
-                    errors += episode.finish_reason == "error"
-            pending.clear()
+    def __enter__(self) -> Player:
+        return self
 
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _load(self) -> None:
         try:
-            for record in stage.inputs():
-                try:
-                    check_rl_sample(record, config.reward)
-                    length = len(renderer.prompt_ids(record["messages"], record["tools"]))
-                    if length > config.max_prompt_length:
-                        raise RecordError(f"prompt longer than max_prompt_length: {length} > "
-                                          f"{config.max_prompt_length} tokens", record_id=record.get("id"))
-                except RecordError as exc:
-                    stage.reject(record, f"malformed: {exc}")
-                    continue
-                pending.append(record)
-                if len(pending) >= batch:
-                    flush()
-            flush()
-        finally:
-            if own_pool:
-                pool.__exit__(None, None, None)
-            if user_simulator is not None:
-                user_simulator.close()
-        if rewards:
-            stage.stats.update({
-                "episodes": len(rewards), "reward mean": round(statistics.fmean(rewards), 4),
-                "turns mean": round(statistics.fmean(turns), 2),
-                "well-formed tool calls": f"{calls - malformed}/{calls}",
-                "re-tokenization mismatches": runner.retokenize_mismatches,
-                "episodes ended in an error": errors})
-    return stage.counts
+            self._open()
+        except Exception as exc:  # no sample can be played: the stage stops with why
+            raise StageError(f"cannot load the policy or its sandbox: {type(exc).__name__}: {exc}") from exc
+
+    def _open(self) -> None:
+        import torch
+
+        from astra_grpo.chat import chat_renderer
+        from astra_grpo.environments import open_sandbox_pool
+        from astra_grpo.grpo import make_engine, make_user_simulator, rollout_settings
+        from astra_grpo.rollout import EpisodeRunner
+        from astra_grpo.runtime import load_policy
+
+        config = self.config
+        torch.manual_seed(config.seed)
+        model, tokenizer = load_policy(config)
+        self._renderer = chat_renderer(tokenizer, config)
+        engine = make_engine(config, model, tokenizer, self._renderer)
+        if self._pool is None:
+            self._pool = open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
+                                           call_timeout_s=config.sandbox_call_timeout_s).__enter__()
+        self._user = make_user_simulator(config, None)
+        self._runner = EpisodeRunner(engine, self._renderer, self._pool, rollout_settings(config), self._reward_fn,
+                                     user_simulator=self._user)
+
+    def check(self, record: dict) -> None:
+        """RecordError unless the sample can be played: its content, and a prompt within max_prompt_length."""
+        from astra_grpo.data import check_rl_sample
+
+        check_rl_sample(record, self.config.reward)
+        if self._runner is None:
+            self._load()
+        length = len(self._renderer.prompt_ids(record["messages"], record["tools"]))
+        if length > self.config.max_prompt_length:
+            raise RecordError(f"prompt longer than max_prompt_length: {length} > {self.config.max_prompt_length} "
+                              "tokens", record_id=record.get("id"))
+
+    def play(self, records: list[dict], episodes: int) -> list[list[dict]]:
+        """The `rollout` records of `episodes` episodes of each sample (checked first)."""
+        from astra_grpo.rollout import rollout_record
+
+        if self._runner is None:
+            self._load()
+        groups = self._runner.play(records, episodes)
+        config = self.config
+        for group in groups:
+            self._count(group.episodes)
+        return [[rollout_record(group, e, command=COMMAND, model=config.model, seed=config.seed)
+                 for e in group.episodes] for group in groups]
+
+    def _count(self, episodes) -> None:
+        for episode in episodes:
+            self.rewards.append(episode.reward)
+            self.turns.append(episode.turns)
+            self.calls += episode.tool_calls
+            self.malformed += episode.malformed_calls
+            self.errors += episode.finish_reason == "error"
+
+    def stats(self) -> dict[str, Any]:
+        if not self.rewards:
+            return {}
+        return {"episodes": len(self.rewards), "reward mean": round(statistics.fmean(self.rewards), 4),
+                "turns mean": round(statistics.fmean(self.turns), 2),
+                "well-formed tool calls": f"{self.calls - self.malformed}/{self.calls}",
+                "re-tokenization mismatches": self._runner.retokenize_mismatches,
+                "episodes ended in an error": self.errors}
+
+    def close(self) -> None:
+        if self._own_pool and self._pool is not None:
+            self._pool.__exit__(None, None, None)
+            self._pool = None
+        if self._user is not None:
+            self._user.close()
+            self._user = None
+
+
+def play_samples(records: list[dict], config: RolloutConfig, player: Player,
+                 stage: Stage | None = None) -> list[list[dict] | Exception]:
+    """Play episodes of `rl_sample` records with a checkpoint: one `rollout` record per episode.
+
+    Returns, per sample, its `config.episodes` rollout records, or the exception that rejects it (malformed,
+    or the error that stopped its batch)."""
+    results: list[list[dict] | Exception] = [[] for _ in records]
+    playable = []
+    for index, record in enumerate(records):
+        try:
+            player.check(record)
+        except RecordError as exc:
+            results[index] = Rejected(f"malformed: {exc}")
+        else:
+            playable.append(index)
+    if playable:
+        try:
+            played = player.play([records[i] for i in playable], config.episodes)
+        except Exception as exc:  # noqa: BLE001 - the batch's samples are rejected with the reason
+            played = [exc] * len(playable)
+        for index, outputs in zip(playable, played, strict=True):
+            results[index] = outputs
+    if stage is not None:
+        stage.stats.update(player.stats())
+    return results

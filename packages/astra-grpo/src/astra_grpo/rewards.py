@@ -17,7 +17,7 @@ def score_episode(sample: dict, messages: list[dict], malformed_calls: int, over
 
         spec = sample["reward"]
         result = state_reward(final_state or {}, spec["expected_state"], ignore_fields=spec.get("ignore_fields") or [])
-        return float(result.reward), {**result.components(), "diff": result.diff[:50]}
+        return float(result.reward), result.components()
     from astra_reward import f1_reward
 
     result = f1_reward(sample.get("job") or [], messages, variant=kind, malformed_calls=malformed_calls)

@@ -9,13 +9,9 @@ import sys
 from importlib.resources import files
 
 import click
-from astra_core.command import EXIT_FAILED, EXIT_INPUT, stage_command
-from astra_core.config import ConfigError, config_options, load_config, pop_values
+from astra_core.command import stage_command
 from astra_core.jsonl import read_jsonl
-from astra_core.llm import LLMError
-from astra_core.options import llm_config_from, llm_options, report_errors, stage_options, stage_options_from
-from astra_core.schema import RecordError
-from astra_core.stage import StageError
+from astra_core.options import report_errors
 
 from astra_qaenv import stages
 from astra_qaenv.build import build_environment
@@ -28,7 +24,7 @@ SAMPLE_DATA = {"entities": "kb/entities.jsonl", "relations": "kb/relations.jsonl
                "knowledge": "knowledge/domains.jsonl", "questions": "knowledge/questions.jsonl"}
 
 
-@click.group()
+@click.group("astra-qaenv")
 @click.version_option(package_name="astra-qaenv")
 def main() -> None:
     """Verifiable, code-executable RL environments from decomposed Q–A (ASTRA §2.2, §3.2.2).
@@ -50,25 +46,8 @@ stage_command(main, "merge", reads="environment", writes="environment", config=s
               uses={"verifier": Verifier})(merge_environment)
 
 
-@main.command("export")
-@stage_options
-@llm_options
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-              help="YAML file of config fields (flags override it).")
-@config_options(stages.ExportCommandConfig)
-def export_command(config_file: str | None, **kwargs) -> None:
-    """environment -> rl_sample (tools + mixed distractors, job, prompt) [+ gold trajectories].
-
-    Reads its inputs twice (the distractor pool is their tools, unless --tool-pool): stdin is spooled."""
-    options, llm_config = stage_options_from(kwargs), llm_config_from(kwargs)
-    try:
-        config = load_config(stages.ExportCommandConfig, config_file, pop_values(stages.ExportCommandConfig, kwargs))
-        stage = stages.export_all(options, config, llm_config)
-    except (RecordError, StageError, ConfigError, LLMError, OSError) as exc:
-        click.echo(f"astra-qaenv export: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
-    if stage.counts.errors:
-        sys.exit(EXIT_FAILED)
+stage_command(main, "export", reads="environment", writes="rl_sample", config=stages.ExportCommandConfig, llm=True,
+              uses={"pool": stages.open_tool_pool, "gold": stages.open_gold})(stages.export_record)
 
 
 @main.command("stats")

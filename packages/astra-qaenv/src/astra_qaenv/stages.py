@@ -16,10 +16,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING
 
 from astra_core.config import knob
 from astra_core.jsonl import dumps
-from astra_core.llm import LLMClient, LLMConfig
+from astra_core.llm import LLMClient, LLMConfig, LLMError
 from astra_core.records import add_provenance
 from astra_core.schema import validate
 from astra_core.stage import Rejected, Stage, StageError, StageOptions
@@ -31,6 +32,9 @@ from astra_qaenv.merge import MergeConfig
 from astra_qaenv.programmatic import ProgrammaticConfig, synthesize_from, why_nothing
 from astra_qaenv.synthesize import SynthesisConfig, synthesize_row
 from astra_qaenv.verify import VerifierConfig
+
+if TYPE_CHECKING:
+    from astra_qaenv.mixing import ToolPool
 
 # -- input shapes that are not record kinds (typed: a wrong type is a reject, never an instance) ------------
 
@@ -130,33 +134,50 @@ def spooled_stdin() -> Iterator[str]:
             sys.stdin = original
 
 
-def export_all(options: StageOptions, config: ExportCommandConfig, llm_config: LLMConfig) -> Stage:
-    """environment -> rl_sample (tools + mixed distractors, job, prompt) [+ gold trajectories]."""
-    from astra_qaenv.export import export_sample, load_pool, solvable  # numpy: imported when exporting
-
+@contextlib.contextmanager
+def open_tool_pool(config: ExportCommandConfig, options: StageOptions, llm_config: LLMConfig | None) -> Iterator[ToolPool]:
+    """The distractor pool: the --tool-pool files, or else every input's tools (read before the stage reads
+    them: stdin is spooled, and stays spooled while the stage runs), with their embeddings for bands mixing."""
     from astra_qaenv.embed import make_embedder, tool_document
+    from astra_qaenv.export import load_pool  # numpy: imported when exporting
 
-    # The pool is the inputs' tools unless --tool-pool: the inputs are read before the stage reads them.
     spool = "-" in options.inputs and not config.tool_pool
-    with (spooled_stdin() if spool else contextlib.nullcontext("-")) as stdin_copy, contextlib.ExitStack() as stack:
-        pool_paths = [stdin_copy if path == "-" else path for path in options.inputs]
-        pool = load_pool(config.tool_pool) if config.tool_pool else \
-            load_pool(pool_paths, kind="environment", skip_bad=True)
+    with spooled_stdin() if spool else contextlib.nullcontext("-") as stdin_copy:
+        if config.tool_pool:
+            pool = load_pool(config.tool_pool)
+        else:  # a bad line is left to the stage, which rejects it or stops naming it
+            pool = load_pool([stdin_copy if path == "-" else path for path in options.inputs], kind="environment",
+                             skip_bad=True)
         if config.mode == "bands" and pool.tools:
-            pool.embeddings = make_embedder(config.embedder, llm_config, config.embedding_model)(
-                [tool_document(t) for t in pool.tools])
-        gold = stack.enter_context(open(config.gold_trajectories, "wb")) if config.gold_trajectories else None
+            try:
+                embed = make_embedder(config.embedder, llm_config, config.embedding_model)
+                pool.embeddings = embed([tool_document(t) for t in pool.tools])
+            except (LLMError, RuntimeError) as exc:
+                raise StageError(f"tool-doc embeddings: {exc}") from exc
+        yield pool
 
-        def one(env: dict) -> dict:
-            sample = export_sample(env, pool, config)
-            trajectory = solvable(validate(sample, "rl_sample"), env)
-            if gold is not None:
-                add_provenance(trajectory, "astra-qaenv export", seed=config.seed)
-                gold.write(dumps(validate(trajectory, "trajectory")))
-            return sample
 
-        with Stage("astra-qaenv export", options, in_kind="environment", out_kind="rl_sample",
-                   seed=config.seed) as stage:
-            stage.stats["tool pool"] = f"{len(pool)} unique tools in {len(set(pool.domains))} domains"
-            stage.run(one)
-        return stage
+@contextlib.contextmanager
+def open_gold(config: ExportCommandConfig) -> Iterator[IO[bytes] | None]:
+    if not config.gold_trajectories:
+        yield None
+        return
+    with open(config.gold_trajectories, "wb") as handle:
+        yield handle
+
+
+def export_record(env: dict, config: ExportCommandConfig, pool: ToolPool, gold: IO[bytes] | None,
+                  stage: Stage) -> dict:
+    """environment -> rl_sample (tools + mixed distractors, job, prompt) [+ gold trajectories].
+
+    Reads its inputs twice (the distractor pool is their tools, unless --tool-pool): stdin is spooled.
+    A sample whose environment's verified calls do not earn the full F1 reward is rejected."""
+    from astra_qaenv.export import export_sample, solvable
+
+    stage.stats.setdefault("tool pool", f"{len(pool)} unique tools in {len(set(pool.domains))} domains")
+    sample = add_provenance(export_sample(env, pool, config), stage.command, seed=config.seed)
+    trajectory = solvable(validate(sample, "rl_sample"), env)
+    if gold is not None:
+        add_provenance(trajectory, stage.command, seed=config.seed)
+        gold.write(dumps(validate(trajectory, "trajectory")))
+    return sample

@@ -60,7 +60,7 @@ class F1Result:
     failed_calls: int = 0  # calls with no observation or an error observation
 
     def components(self) -> dict:
-        """Everything but the scalar, for a record's `reward_components`."""
+        """Everything but the scalar: a record's `reward_components` (common.json's reward_components)."""
         out = asdict(self)
         out.pop("reward")
         return {"kind": "f1", **out}

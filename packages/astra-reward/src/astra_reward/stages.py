@@ -22,7 +22,7 @@ from astra_reward.state import state_reward
 
 _MESSAGE = {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}}}
 _SUB_TASK = {"type": "object", "required": ["question", "answer"],
-             "properties": {"id": {"type": "string"}, "question": {"type": "string"},
+             "properties": {"id": {"type": ["string", "integer"]}, "question": {"type": "string"},
                             "answer": {"type": ["string", "number", "array"]}, "needs_tool": {"type": "boolean"}}}
 
 SCORABLE_CONVERSATION = {
@@ -135,8 +135,7 @@ def score_state(record: dict, config: StateConfig, samples: dict[str, dict]) -> 
     patterns = [*config.ignore, *extra]
     result = state_reward(record["final_state"], spec["expected_state"], patterns)
     record["reward"] = result.reward
-    record["reward_components"] = {**result.components(), "diff": result.diff[:config.max_diff],
-                                   "ignore_fields": patterns}
+    record["reward_components"] = result.components(config.max_diff)
     _check_min_score(result.reward, config.min_score)
     return record
 

@@ -31,14 +31,16 @@ ROOT = "(root)"
 class StateResult:
     reward: float  # 1.0 on a full match, else 0.0
     diff: list[dict] = field(default_factory=list)
+    ignore_fields: list[str] = field(default_factory=list)
 
     @property
     def match(self) -> bool:
         return not self.diff
 
-    def components(self) -> dict:
-        """For a record's `reward_components` (the diff itself is added by the caller, maybe cut)."""
-        return {"kind": "state", "match": self.match, "differences": len(self.diff)}
+    def components(self, max_diff: int = 50) -> dict:
+        """A record's `reward_components` (common.json's reward_components): the first `max_diff` differences."""
+        return {"kind": "state", "match": self.match, "differences": len(self.diff), "diff": self.diff[:max_diff],
+                "ignore_fields": self.ignore_fields}
 
 
 def _compile(patterns: Iterable[str]) -> list[list[str]]:
@@ -105,5 +107,6 @@ def state_diff(final_state: Any, expected_state: Any, ignore_fields: Iterable[st
 
 def state_reward(final_state: Any, expected_state: Any, ignore_fields: Iterable[str] = ()) -> StateResult:
     """1.0 when the final state equals the expected one (ignoring `ignore_fields`), else 0.0, with the diff."""
-    diff = state_diff(final_state, expected_state, ignore_fields)
-    return StateResult(reward=0.0 if diff else 1.0, diff=diff)
+    patterns = list(ignore_fields)
+    diff = state_diff(final_state, expected_state, patterns)
+    return StateResult(reward=0.0 if diff else 1.0, diff=diff, ignore_fields=patterns)

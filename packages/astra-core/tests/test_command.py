@@ -1,0 +1,70 @@
+"""astra_core.command: a declared stage's batches, bundled configs, short flags, openers and exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+
+import click
+from astra_core.command import stage_command
+from astra_core.config import knob
+from astra_core.stage import StageError
+from click.testing import CliRunner
+
+SHAPE = {"title": "item", "type": "object", "required": ["id", "n"],
+         "properties": {"id": {"type": "string"}, "n": {"type": "integer"}}}
+
+
+@dataclass
+class Config:
+    size: int = knob(2, "Records per batch.", flag="batch", short="b")
+    offset: int = knob(0, "Added to n.")
+
+
+def build(tmp_path):
+    """A group with a batched stage (its batch size a config field) and bundled configs in tmp_path/bundled."""
+    bundled = tmp_path / "bundled"
+    bundled.mkdir()
+    (bundled / "big.yaml").write_text("size: 3\noffset: 100\n")
+    group = click.Group("tool")
+    seen = {}
+
+    @contextlib.contextmanager
+    def opener(config, options, llm_config):
+        seen["opened"] = (config.size, options.skip_bad, llm_config)
+        yield []
+
+    def add(records, config, log):
+        log.append(len(records))
+        return [StageError("stop") if r["n"] < 0 else ValueError("odd") if r["n"] % 2 else
+                {"id": r["id"], "n": r["n"] + config.offset} for r in records]
+
+    stage_command(group, "add", reads=SHAPE, config=Config, uses={"log": opener}, batch=lambda c: c.size,
+                  bundled_configs=bundled)(add)
+    return group, seen
+
+
+def lines(*numbers):
+    return "".join(json.dumps({"id": f"r{i}", "n": n}) + "\n" for i, n in enumerate(numbers))
+
+
+def test_the_batch_size_comes_from_the_config_and_a_bundled_config_is_found_by_name(tmp_path):
+    group, seen = build(tmp_path)
+    result = CliRunner().invoke(group, ["add", "-b", "1"], input=lines(2, 4))
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["n"] for line in result.stdout.splitlines()] == [2, 4]
+    assert seen["opened"] == (1, False, None)  # (config, options, llm config) for a three-argument opener
+    result = CliRunner().invoke(group, ["add", "--config", "big.yaml"], input=lines(2, 4))
+    assert [json.loads(line)["n"] for line in result.stdout.splitlines()] == [102, 104]
+    assert seen["opened"][0] == 3
+    result = CliRunner().invoke(group, ["add", "--config", "nope.yaml"], input=lines(2))
+    assert result.exit_code == 1 and "no such config file 'nope.yaml' (bundled: big.yaml)" in result.output
+
+
+def test_records_that_fail_internally_exit_3_and_a_stage_error_stops_the_stage(tmp_path):
+    group, _ = build(tmp_path)
+    result = CliRunner().invoke(group, ["add"], input=lines(1, 3))
+    assert result.exit_code == 3 and "rejected 2 (2 errors)" in result.output
+    result = CliRunner().invoke(group, ["add"], input=lines(2, -2))
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == "tool add: stop"
