@@ -54,7 +54,11 @@ def stage_options(f: Callable) -> Callable:
 
 
 def stage_options_from(kwargs: dict[str, Any]) -> StageOptions:
-    """Pop the stage options out of a command's kwargs."""
+    """Pop the stage options out of a command's kwargs (and silence known-harmless library noise: every stage
+    command calls this before it loads anything)."""
+    from astra_core.quiet import quiet_libraries
+
+    quiet_libraries()
     inputs = tuple(kwargs.pop("inputs", ()) or ("-",))
     return StageOptions(inputs=inputs, output=kwargs.pop("output"), rejects=kwargs.pop("rejects"),
                         shard=kwargs.pop("shard"), skip_bad=kwargs.pop("skip_bad"), resume=kwargs.pop("resume"),
