@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from accelerate.utils import set_seed
+from astra_core.progress import Progress
 
 from astra_grpo.chat import ChatRenderer, TemplateError, chat_renderer
 from astra_grpo.checkpoint import (
@@ -109,6 +110,8 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
     metrics = Metrics(accelerator, config, resume_step=resumed)
 
     group = current_grid().dp_rank  # the ranks of a context-parallel group train on the same sequences
+    progress = Progress("astra-grpo sft", total_steps, unit="step", show=None if accelerator.is_main_process else False,
+                        initial=step).__enter__()
     while step < total_steps:
         started = time.perf_counter()
         mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
@@ -116,6 +119,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         update = _update(config, accelerator, model, optimizer, mine, tokenizer.pad_token_id, world, accumulation)
         scheduler.step()
         step += 1
+        progress.update()
 
         elapsed = time.perf_counter() - started
         metrics.log(step, {"loss": update["loss"], "lr": lr, "grad_norm": update["grad_norm"],
@@ -129,6 +133,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         if on_step is not None:
             on_step(step)
 
+    progress.close()
     save_weights(accelerator, model, tokenizer, output / "final")
     metrics.close()
     return output / "final"
