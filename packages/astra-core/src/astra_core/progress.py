@@ -46,7 +46,7 @@ def status_line(label: str, done: int, total: int | None, elapsed: float, unit: 
     parts = [f"{done}/{total} {unit}s" if total is not None else f"{done} {unit}s done"]
     if done > initial and elapsed > 0:
         rate = (done - initial) / elapsed
-        parts.append(f"{rate:.1f} {unit}s/s" if rate >= 1 else f"{elapsed / done:.1f} s/{unit}")
+        parts.append(f"{rate:.1f} {unit}s/s" if rate >= 1 else f"{1 / rate:.1f} s/{unit}")
         if total is not None and total >= done:
             parts.append(f"ETA {duration((total - done) / rate)}")
     parts.append(f"{duration(elapsed)} elapsed")
