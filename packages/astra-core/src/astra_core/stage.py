@@ -95,7 +95,15 @@ class Counts:
 
 
 def _reason_key(reason: str) -> str:
-    return reason.split(":", 1)[0][:80]
+    """A reason's kind, to count rejects by: its text before the first ':', without a parenthesis that the
+    ':' left open, at most 80 characters in whole words (never a word or clause cut in the middle)."""
+    key = reason.split(":", 1)[0]
+    if key.count("(") > key.count(")"):
+        key = key[:key.rfind("(")]
+    key = key.strip()
+    if len(key) > 80:
+        key = key[:80].rsplit(" ", 1)[0] + " …"
+    return key
 
 
 def _check_unique(record: dict, source: str, lineno: int, raw: bytes, first_seen: dict[str, str]) -> None:
