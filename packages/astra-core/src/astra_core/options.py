@@ -48,7 +48,8 @@ def stage_options(f: Callable) -> Callable:
                      help="Send malformed or invalid input lines to --rejects instead of stopping."),
         click.option("--resume", is_flag=True,
                      help="Append to -o FILE, skipping input ids already in it (or in --rejects)."),
-        click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: if a terminal)."),
+        click.option("--progress/--no-progress", default=None, help="Progress on stderr: a bar on a terminal, else a status line every 15 s of a long run; "
+                          "--no-progress: none."),
         click.option("--fail-fast", is_flag=True, help="Stop at the first error instead of rejecting the record."),
     ], f)
 
