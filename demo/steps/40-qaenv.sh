@@ -46,9 +46,15 @@ astra-qaenv synthesize "$Q/llm_rows.jsonl" --attempts 1 --max-tokens 48 --temper
 head -1 "$Q/validated.jsonl" > "$Q/llm_build_input.jsonl"
 astra-qaenv build-env "$Q/llm_build_input.jsonl" --source llm --attempts 1 --json-attempts 1 --no-scaling \
   --max-tokens 48 --temperature 0 -o "$Q/llm_environments.jsonl" --rejects "$Q/rejects.llm.build-env.jsonl"
-for f in "$Q"/rejects.llm.*.jsonl; do
-  python -c "import json,sys; [print('qaenv: reject:', json.loads(l)['reason'][:220]) for l in open(sys.argv[1])]" "$f"
-done
+python - "$Q"/rejects.llm.*.jsonl <<'PY'
+import json, os, sys
+for path in sys.argv[1:]:
+    for line in open(path):
+        reason, said, reply = json.loads(line)["reason"].partition("; last reply: ")
+        print("qaenv: reject:", reason)
+        if said:  # the model's reply can run long: its start, and where the whole of it is
+            print(f"qaenv:   its last reply began {reply[:120]} ... ({len(reply)} characters in {os.path.relpath(path)})")
+PY
 
 # 7. Dataset statistics (paper A.1.2, Figures 11-13) with PNG plots.
 astra-qaenv stats "$Q/rl_samples.jsonl" -o "$Q/stats.json" --plots "$Q/plots"

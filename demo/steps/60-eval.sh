@@ -11,12 +11,26 @@ astra-eval run acebench --oracle --split multi_turn --limit 5 --trials 1 -o "$OU
 astra-eval run bfcl --oracle --oracle-drop-rate 0.3 --seed 1 --limit 5 -o "$OUT/eval/oracle_drop/bfcl.jsonl"
 astra-eval summary "$OUT/eval/oracle" "$OUT/eval/oracle_drop" | tee "$OUT/eval/oracle_summary.txt"
 
-# 2. The embedded model on a tiny slice of every benchmark (tiny max_tokens: this shows the path, not quality).
-#    AIME twice, with seeds 0 and 1.
+# 2. The embedded model on a tiny slice of every benchmark (short replies: this shows the path, not quality).
+#    AIME twice, with seeds 0 and 1: 96 tokens give the tiny model room for an answer that is parsed and scored
+#    (its \boxed{} answer, else the reply's last integer); each sample says which, and when the reply was cut.
 for seed in 0 1; do
-  astra-eval run aime --year aime2024 --limit 1 --samples 2 --max-tokens 8 --seed "$seed" \
+  astra-eval run aime --year aime2024 --limit 1 --samples 2 --max-tokens 96 --seed "$seed" \
     -o "$OUT/eval/seed$seed/aime.jsonl"
 done
+python - "$OUT/eval" <<'PY'
+import json, sys
+from astra_eval.aime import last_boxed
+for seed in (0, 1):
+    for line in open(f"{sys.argv[1]}/seed{seed}/aime.jsonl"):
+        r = json.loads(line)
+        for k, s in enumerate(r["details"]["samples"]):
+            how = "its \\boxed{} answer" if last_boxed(s["text"]) is not None else "the last integer of its reply"
+            cut = ", reply cut at the token limit" if s.get("finish_reason") == "length" else ""
+            answer = (f"answer {s['answer']} ({how}{cut}): {'correct' if s['correct'] else 'wrong'}"
+                      if s["answer"] is not None else f"no answer found{cut}")
+            print(f"aime: {r['item_id']} {r['setting']} seed {seed} sample {k}: {answer}, reference {r['details']['reference']}")
+PY
 astra-eval run acebench --split multi_step --limit 1 --trials 1 --max-messages 2 --max-tokens 8 --seed 0 \
   -o "$OUT/eval/seed0/acebench.jsonl"
 astra-eval run bfcl --category base --ids multi_turn_base_100 --max-turns 1 --max-tokens 8 --seed 0 \
@@ -27,4 +41,6 @@ astra-eval run tau2 --domain retail --limit 1 --trials 1 --max-steps 3 --max-tok
 # 3. The paper-shaped summary, and the runs side by side with a bar chart.
 astra-eval summary "$OUT/eval/seed0" "$OUT/eval/seed1" | tee "$OUT/eval/summary.txt"
 astra-eval compare "$OUT/eval/oracle" "$OUT/eval/oracle_drop" "$OUT/eval/seed0" "$OUT/eval/seed1" \
+  --label "ground truth replayed" --label "replayed, 30% of BFCL calls left out" \
+  --label "SmolLM2-135M, seed 0" --label "SmolLM2-135M, seed 1" \
   --png "$OUT/eval/compare.png" | tee "$OUT/eval/compare.txt"

@@ -63,11 +63,11 @@ import json, sys
 e = sys.argv[1]
 read = lambda name: [json.loads(l) for l in open(f"{e}/{name}") if l.strip()]
 for plan in read("streams.jsonl") + read("more_streams.jsonl"):
-    print(f"evolve: {plan['domain_id']} stream {plan['stream']} iteration {plan['iteration']}: focus {plan['focus'][:60]!r}; "
+    print(f"evolve: {plan['domain_id']} stream {plan['stream']} iteration {plan['iteration']}: focus {plan['focus']!r}; "
           f"history {len(plan.get('history', []))}; agent failures {len(plan['meta']['evolve']['failures'])}")
 for task in read("tasks.jsonl") + read("more_tasks.jsonl"):
     v = task["verification"]
-    print(f"evolve: task {task['id']}: {v['verdict']} ({v['by']}): {v['rationale'][:90]}")
+    print(f"evolve: task {task['id']}: {v['verdict']} ({v['by']}): {v['rationale']}")
 for t in read("trajectories.jsonl") + read("seed_verified_trajectories.jsonl"):
     v = t["verification"]
     print(f"evolve: trajectory {t['id']}: {v['verdict']} [{v['attribution']}] state reward {t['state_check']['reward']}, "

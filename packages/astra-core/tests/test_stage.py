@@ -235,3 +235,19 @@ def test_rows_without_id_stay_as_written_unless_the_stage_derives_ids(tmp_path):
     with Stage("test", StageOptions(inputs=(str(inp),), output=str(tmp_path / "out.jsonl"))) as stage:
         stage.run(lambda r: seen.append(dict(r)) or {"id": r["name"], "meta": {}})
     assert seen == [{"name": "time"}]
+
+
+@pytest.mark.parametrize(("reason", "key"), [
+    ("below min score: 0.3 < 0.7", "below min score"),
+    ("no plan reply parsed (plan 0: 'x' is not valid JSON)", "no plan reply parsed"),
+    ("LLM reply is not a decomposition in ASTRA's format (no valid JSON reply after 1 attempts: sub_question: ''",
+     "LLM reply is not a decomposition in ASTRA's format"),
+    ("environment synthesis (2 attempts) failed for sub-question 1", "environment synthesis (2 attempts) failed for "
+                                                                     "sub-question 1"),
+    ("a very long reason " * 6, "a very long reason a very long reason a very long reason a very long reason a …"),
+])
+def test_reject_reasons_are_counted_by_whole_words_and_closed_parentheses(reason, key):
+    from astra_core.stage import _reason_key
+
+    assert _reason_key(reason) == key
+    assert len(key) <= 82

@@ -126,3 +126,19 @@ def test_run_flags_are_config_fields_and_a_bad_value_names_the_field():
     assert done.returncode == 2 and "config field years: unknown aime2099" in done.stderr
     done = cli("run", "acebench", "--language", "fr", check=False)
     assert done.returncode == 2 and "config field languages" in done.stderr
+
+
+def test_chart_legend_sits_outside_every_panel_and_names_each_run():
+    runs = {"base model": report.figures(_records("m", ROWS)),
+            "after RL": report.figures(_records("m", [(b, c, i, t, 1.0, e) for b, c, i, t, _, e in ROWS]))}
+    fig = report.bar_figure(runs)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    [legend] = fig.legends
+    assert [text.get_text() for text in legend.get_texts()] == ["base model", "after RL"]
+    box = legend.get_window_extent(renderer)
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert len(panels) == 5  # BFCL-MT, tau2, ACEBench and the two AIME settings
+    assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in panels)
+    assert all("%" in ax.get_ylabel() for ax in panels)
+    report.pyplot().close(fig)

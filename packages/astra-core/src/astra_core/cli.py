@@ -34,6 +34,9 @@ def main() -> None:
 def serve(model, host, port, port_file, threads, max_batch, max_tokens_cap) -> None:
     """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
     from astra_core.local.server import serve as run_server
+    from astra_core.quiet import quiet_libraries
+
+    quiet_libraries()
 
     run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
                max_tokens_cap=max_tokens_cap)

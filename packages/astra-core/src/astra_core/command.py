@@ -196,7 +196,7 @@ class _Run:
                 await stage.arun(call, concurrency=width)
             finally:
                 for key, label in (("llm", "llm"), ("user", "user_llm")):
-                    if bound.get(key) is not None:
+                    if bound.get(key) is not None and bound[key].usage.requests:  # (a stage that asked nothing: no line)
                         stage.stats[label] = str(bound[key].usage)
 
 

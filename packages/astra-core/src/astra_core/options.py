@@ -48,13 +48,18 @@ def stage_options(f: Callable) -> Callable:
                      help="Send malformed or invalid input lines to --rejects instead of stopping."),
         click.option("--resume", is_flag=True,
                      help="Append to -o FILE, skipping input ids already in it (or in --rejects)."),
-        click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: if a terminal)."),
+        click.option("--progress/--no-progress", default=None, help="Progress on stderr: a bar on a terminal, else a status line every 15 s of a long run; "
+                          "--no-progress: none."),
         click.option("--fail-fast", is_flag=True, help="Stop at the first error instead of rejecting the record."),
     ], f)
 
 
 def stage_options_from(kwargs: dict[str, Any]) -> StageOptions:
-    """Pop the stage options out of a command's kwargs."""
+    """Pop the stage options out of a command's kwargs (and silence known-harmless library noise: every stage
+    command calls this before it loads anything)."""
+    from astra_core.quiet import quiet_libraries
+
+    quiet_libraries()
     inputs = tuple(kwargs.pop("inputs", ()) or ("-",))
     return StageOptions(inputs=inputs, output=kwargs.pop("output"), rejects=kwargs.pop("rejects"),
                         shard=kwargs.pop("shard"), skip_bad=kwargs.pop("skip_bad"), resume=kwargs.pop("resume"),

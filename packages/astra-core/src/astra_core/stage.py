@@ -33,7 +33,7 @@ from astra_core.records import provenance_step, stable_id
 from astra_core.schema import RecordError, validate
 
 if TYPE_CHECKING:
-    from tqdm import tqdm
+    from astra_core.progress import Progress
 
 
 class Rejected(Exception):
@@ -77,7 +77,7 @@ class StageOptions:
     shard: Shard | None = None
     skip_bad: bool = False
     resume: bool = False
-    progress: bool | None = None  # None: show a bar only when stderr is a terminal
+    progress: bool | None = None  # None: a bar when stderr is a terminal, else a status line every 15 s of a long run
     fail_fast: bool = False
     debug: bool = False  # tracebacks of internal errors (else one line for the first)
 
@@ -95,7 +95,15 @@ class Counts:
 
 
 def _reason_key(reason: str) -> str:
-    return reason.split(":", 1)[0][:80]
+    """A reason's kind, to count rejects by: its text before the first ':', without a parenthesis that the
+    ':' left open, at most 80 characters in whole words (never a word or clause cut in the middle)."""
+    key = reason.split(":", 1)[0]
+    if key.count("(") > key.count(")"):
+        key = key[:key.rfind("(")]
+    key = key.strip()
+    if len(key) > 80:
+        key = key[:80].rsplit(" ", 1)[0] + " …"
+    return key
 
 
 def _check_unique(record: dict, source: str, lineno: int, raw: bytes, first_seen: dict[str, str]) -> None:
@@ -187,7 +195,7 @@ class Stage:
         self._parquet: Callable | None = None  # -o FILE.parquet: converts the spooled JSONL on exit
         self._rejects: IO[bytes] | None = None
         self._done: set[str] = set()
-        self._bar: tqdm | None = None
+        self._bar: Progress | None = None
         self._started = 0.0
         self._first_error_shown = False
         self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
@@ -219,11 +227,10 @@ class Stage:
             if opts.resume:
                 _truncate_partial_last_line(opts.rejects)
             self._rejects = open(opts.rejects, mode)  # noqa: SIM115
-        show = opts.progress if opts.progress is not None else sys.stderr.isatty()
-        from tqdm import tqdm  # imported when a stage runs, not when its command is declared
+        from astra_core.progress import Progress, count_lines
 
-        self._bar = tqdm(total=self._total, desc=self.command, unit="rec", file=sys.stderr, disable=not show,
-                         dynamic_ncols=True, leave=False)
+        total = self._total if self._total is not None else (lambda: count_lines(opts.inputs))
+        self._bar = Progress(self.command, total, show=opts.progress).__enter__()
         self._started = time.monotonic()
         return self
 
@@ -283,6 +290,7 @@ class Stage:
             record_id = record.get("id")
             if self.options.shard and not self.options.shard.owns(str(record_id)):
                 self.counts.other_shards += 1
+                self._advance()
                 continue
             if record_id in self._done:
                 self.counts.skipped_resume += 1
@@ -350,6 +358,11 @@ class Stage:
     def _advance(self) -> None:
         if self._bar is not None:
             self._bar.update(1)
+
+    def note(self, text: str) -> None:
+        """Say what the stage is doing now (a long record's phase): shown with its progress."""
+        if self._bar is not None:
+            self._bar.note(text)
 
     # -- running a per-record function --------------------------------------------------------
     def _fail(self, record: dict, exc: BaseException) -> None:

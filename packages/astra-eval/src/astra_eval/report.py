@@ -251,27 +251,51 @@ def pyplot():
     return plt
 
 
+CHART_GROUPS = ("BFCL-MT", "tau2-Bench", "ACEBench", "ACEBench (zh)", "AIME top-k 20", "AIME top-k -1")
+PANEL_TITLES = {"AIME top-k 20": "AIME (sampled with top-k 20)", "AIME top-k -1": "AIME (sampled without top-k)"}
+
+
 def bar_chart(runs: dict[str, Figures], path: str | Path) -> None:
-    """A grouped bar chart (one panel per benchmark, one bar per run) written as PNG."""
+    """A grouped bar chart (one panel per benchmark, one bar per run, at most 3 panels a row) written as
+    PNG; the legend names the runs above the panels, where it covers no bar."""
+    fig = bar_figure(runs)
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+
+
+def bar_figure(runs: dict[str, Figures]):
     plt = pyplot()
-    groups = [g for g in ("BFCL-MT", "tau2-Bench", "ACEBench", "ACEBench (zh)", "AIME top-k 20", "AIME top-k -1")
-              if any(g == key[0] for figs in runs.values() for key in figs)]
+    groups = [g for g in CHART_GROUPS if any(g == key[0] for figs in runs.values() for key in figs)]
     if not groups:
         raise ValueError("no figures to plot")
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.8), squeeze=False)
+    ncols = min(3, len(groups))
+    nrows = -(-len(groups) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.3 * nrows + 0.8), squeeze=False,
+                             layout="constrained")
+    for ax, group in zip(axes.flat, groups, strict=False):
+        _bar_panel(ax, group, runs)
+    for ax in axes.flat[len(groups):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
+    fig.supxlabel("a bar's number: its score; '–': the run has no result for that figure", fontsize=7)
+    return fig
+
+
+def _bar_panel(ax, group: str, runs: dict[str, Figures]) -> None:
+    columns = _ordered(group, sorted({c for figs in runs.values() for (g, c) in figs if g == group}))
     width = 0.8 / max(len(runs), 1)
-    for ax, group in zip(axes[0], groups, strict=True):
-        columns = _ordered(group, sorted({c for figs in runs.values() for (g, c) in figs if g == group}))
-        for index, (name, figs) in enumerate(runs.items()):
-            values = [figs.get((group, c), float("nan")) for c in columns]  # a run without the figure: no bar
-            positions = [i + (index - (len(runs) - 1) / 2) * width for i in range(len(columns))]
-            bars = ax.bar(positions, values, width, label=name)
-            ax.bar_label(bars, labels=["" if v != v else f"{v:.1f}" for v in values], fontsize=7)
-        ax.set_title(group)
-        ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
-        ax.set_ylim(0, 105)
-        ax.set_ylabel("%")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    for index, (name, figs) in enumerate(runs.items()):
+        values = [figs.get((group, c), float("nan")) for c in columns]  # a run without the figure: no bar
+        positions = [i + (index - (len(runs) - 1) / 2) * width for i in range(len(columns))]
+        bars = ax.bar(positions, values, width, label=name)
+        ax.bar_label(bars, labels=["" if v != v else f"{v:.0f}" for v in values], fontsize=7)
+        for x, value in zip(positions, values, strict=True):
+            if value != value:
+                ax.text(x, 1.5, "–", ha="center", va="bottom", fontsize=8, color="0.5")
+    ax.set_title(PANEL_TITLES.get(group, group))
+    ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+    ax.set_xlim(-0.5, len(columns) - 0.5)  # every run's slot, with a bar or not
+    ax.set_ylim(0, 112)
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_ylabel("problems solved (%)" if group.startswith("AIME") else "score (% of items)")

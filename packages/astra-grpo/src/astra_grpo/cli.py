@@ -10,6 +10,7 @@ Trainers run in one process as they are, or on many with accelerate:
 from __future__ import annotations
 
 import functools
+import os
 from importlib.resources import files
 from pathlib import Path
 
@@ -45,10 +46,19 @@ def config_errors(f):
 
 
 def _quiet_transformers() -> None:
+    from astra_core.quiet import quiet_libraries
+
+    quiet_libraries()
     from transformers.utils import logging
 
     logging.disable_progress_bar()
     logging.set_verbosity_error()
+
+
+def _say_main(text: str) -> None:
+    """A line on stderr from the main process only (`accelerate launch` runs this command once per process)."""
+    if os.environ.get("RANK", "0") == "0":
+        click.echo(text, err=True)
 
 
 def bundled_configs() -> Path:
@@ -98,7 +108,7 @@ def sft(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     from astra_grpo.sft import train_sft
 
     final = train_sft(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
-    click.echo(f"astra-grpo sft: weights in {final}", err=True)
+    _say_main(f"astra-grpo sft: weights in {final}")
 
 
 @main.command()
@@ -113,7 +123,7 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     from astra_grpo.grpo import train_grpo
 
     final = train_grpo(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
-    click.echo(f"astra-grpo train: weights in {final}", err=True)
+    _say_main(f"astra-grpo train: weights in {final}")
 
 
 ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "engine", "max_turns",

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from accelerate.utils import set_seed
 from astra_core.jsonl import dumps
+from astra_core.progress import Progress
 from astra_core.schema import RecordError
 
 from astra_grpo.abf import BatchFiller
@@ -188,6 +189,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     rollouts_out = _open_rollouts(config.rollouts_out, resumed) if main else None
 
     with contextlib.ExitStack() as stack:
+        progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
+                                                initial=step))
         if pool is None:
             from astra_grpo.environments import open_sandbox_pool
 
@@ -209,12 +212,14 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                 mine = runner.play([samples[i] for i in share], config.group_size, uids[rank::world]) if share else []
             groups = interleave(gather_objects(accelerator, mine))
             rolled.extend(groups)
+            progress.note(f"step {step + 1}: rollouts, {len(rolled)} group(s) so far")
             return groups
 
         while step < total_steps:
             # -- 1-2. roll out until Adaptive Batch Filling has a full batch ------------------------
             started = time.perf_counter()
             rolled: list[Group] = []
+            progress.note(f"step {step + 1}: rollouts")
             engine.wake()
             fill = filler.fill(functools.partial(rollout_round, rolled))
             engine.sleep()
@@ -223,6 +228,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                 _report_errors(rolled, step + 1)
 
             # -- 3. policy update ---------------------------------------------------------------
+            progress.note(f"step {step + 1}: policy update")
             started = time.perf_counter()
             grid = current_grid()  # updates split the batch over data-parallel groups, not processes
             update = _update(config, accelerator, model, reference, optimizer, scheduler, fill.batch,
@@ -231,6 +237,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             with engine_weights(engine, accelerator, model):
                 engine.push_weights(policy)
             step += 1
+            progress.update()
 
             # -- 4. log and checkpoint ------------------------------------------------------------
             if rollouts_out is not None:

@@ -22,6 +22,21 @@ PANELS = [
     ("grad_norm", "gradient norm"),
     ("lr", "learning rate"),
 ]
+# The y axis of each panel: what its numbers count. Fractions are drawn on 0..1, so a small change is not
+# magnified to fill the panel.
+UNITS = {
+    "rollout/turns_mean": "assistant turns (mean)",
+    "rollout/reward_mean": "reward, 0-1 (mean)",
+    "rollout/tool_calls_mean": "tool calls (mean)",
+    "rollout/response_tokens_mean": "tokens (mean)",
+    "valid_fraction": "share of groups",
+    "rollout/format_validity": "share of tool calls",
+    "loss": "policy loss",
+    "grad_norm": "L2 norm (before clipping)",
+    "lr": "learning rate",
+}
+FRACTIONS = {"valid_fraction", "rollout/format_validity"}
+MARKERS_UP_TO = 30  # steps: fewer points than this are drawn with markers (two points are not a trend)
 
 
 def read_metrics(run: str | Path) -> list[dict]:
@@ -66,25 +81,34 @@ def plot_runs(runs: list[str], output: str, *, labels: list[str] | None = None, 
         raise ValueError(f"none of the metrics {[m for m, _ in wanted]} is in {', '.join(map(str, runs))}")
     columns = min(3, len(drawn))
     rows = (len(drawn) + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows + 0.4 * (len(runs) > 1)),
+                                squeeze=False, layout="constrained")
     for axis, (metric, panel) in zip(axes.flat, drawn, strict=False):
-        for history, label in zip(histories, labels, strict=True):
-            points = [(row["step"], row[metric]) for row in history if metric in row]
-            if points:
-                steps, values = zip(*points, strict=True)
-                axis.plot(steps, smooth(list(values), window), label=label, linewidth=1.6)
-        axis.set_title(panel, fontsize=10)
-        axis.set_xlabel("training step")
+        _panel(axis, metric, panel, histories, labels, window)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
-        axis.grid(alpha=0.3)
     for axis in list(axes.flat)[len(drawn):]:
         axis.set_visible(False)
-    if len(runs) > 1:
-        axes.flat[0].legend(fontsize=8)
     if title:
         figure.suptitle(title)
-    figure.tight_layout()
+    if len(runs) > 1:  # above the panels, where it covers no curve
+        handles, names = axes.flat[0].get_legend_handles_labels()
+        figure.legend(handles, names, loc="outside upper center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(output, dpi=120)
     plt.close(figure)
     return [m for m, _ in drawn]
+
+
+def _panel(axis, metric: str, panel: str, histories: list[list[dict]], labels: list[str], window: int) -> None:
+    for history, label in zip(histories, labels, strict=True):
+        points = [(row["step"], row[metric]) for row in history if metric in row]
+        if points:
+            steps, values = zip(*points, strict=True)
+            axis.plot(steps, smooth(list(values), window), label=label, linewidth=1.6,
+                      marker="o" if len(points) < MARKERS_UP_TO else None, markersize=4)
+    axis.set_title(panel, fontsize=10)
+    axis.set_xlabel("training step")
+    axis.set_ylabel(UNITS.get(metric, ""), fontsize=8)
+    if metric in FRACTIONS:
+        axis.set_ylim(-0.03, 1.03)
+    axis.grid(alpha=0.3)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from accelerate.utils import set_seed
+from astra_core.progress import Progress
 
 from astra_grpo.chat import ChatRenderer, TemplateError, chat_renderer
 from astra_grpo.checkpoint import (
@@ -109,25 +110,28 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
     metrics = Metrics(accelerator, config, resume_step=resumed)
 
     group = current_grid().dp_rank  # the ranks of a context-parallel group train on the same sequences
-    while step < total_steps:
-        started = time.perf_counter()
-        mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
-        lr = scheduler.get_last_lr()[0]  # the rate this step trains with
-        update = _update(config, accelerator, model, optimizer, mine, tokenizer.pad_token_id, world, accumulation)
-        scheduler.step()
-        step += 1
+    show = None if accelerator.is_main_process else False
+    with Progress("astra-grpo sft", total_steps, unit="step", show=show, initial=step) as progress:
+        while step < total_steps:
+            started = time.perf_counter()
+            mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
+            lr = scheduler.get_last_lr()[0]  # the rate this step trains with
+            update = _update(config, accelerator, model, optimizer, mine, tokenizer.pad_token_id, world, accumulation)
+            scheduler.step()
+            step += 1
+            progress.update()
 
-        elapsed = time.perf_counter() - started
-        metrics.log(step, {"loss": update["loss"], "lr": lr, "grad_norm": update["grad_norm"],
-                           "tokens_per_s": update["seen_tokens"] / elapsed, "trainable_tokens": update["tokens"],
-                           "epoch": stream.epoch + stream.offset / len(examples)}, final=step == total_steps)
-        if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
-            save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
-        if config.save_state_steps and step % config.save_state_steps == 0:
-            save_training_state(accelerator, output / "state", step, {"step": step, "stream": stream.state_dict()},
-                                config.keep_last_states)
-        if on_step is not None:
-            on_step(step)
+            elapsed = time.perf_counter() - started
+            metrics.log(step, {"loss": update["loss"], "lr": lr, "grad_norm": update["grad_norm"],
+                               "tokens_per_s": update["seen_tokens"] / elapsed, "trainable_tokens": update["tokens"],
+                               "epoch": stream.epoch + stream.offset / len(examples)}, final=step == total_steps)
+            if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
+                save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
+            if config.save_state_steps and step % config.save_state_steps == 0:
+                save_training_state(accelerator, output / "state", step, {"step": step, "stream": stream.state_dict()},
+                                    config.keep_last_states)
+            if on_step is not None:
+                on_step(step)
 
     save_weights(accelerator, model, tokenizer, output / "final")
     metrics.close()

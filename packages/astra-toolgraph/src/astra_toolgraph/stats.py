@@ -145,6 +145,9 @@ def plot(stats: DatasetStats, out_dir: str | Path, top_tools: int = 20) -> list[
     common = stats.tools.most_common(top_tools)[::-1]
     ax.barh([name for name, _ in common], [count for _, count in common], color="#4C72B0")
     ax.set_xlabel("calls")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # counts: whole-number ticks
     ax.set_title(f"Tools called ({len(stats.tools)} unique; top {len(common)})")
     save(fig, "unique_tools.png")
     return written

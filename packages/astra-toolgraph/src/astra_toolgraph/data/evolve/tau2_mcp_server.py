@@ -24,6 +24,9 @@ STATE_TOOL = "astra_get_state"
 
 
 def load(domain: str):
+    from loguru import logger  # tau2's logger
+
+    logger.disable("tau2.utils.utils")  # its import-time "No .env file found": nothing here is read from a .env
     module = importlib.import_module(f"tau2.domains.{domain}.environment")
     return module, module.get_environment()
 
