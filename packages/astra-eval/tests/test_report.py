@@ -110,15 +110,16 @@ def test_a_success_that_is_not_a_boolean_is_a_reject_with_its_reason_never_a_pas
     del run[2]["success"]
     path = tmp_path / "run.jsonl"
     path.write_text(_jsonl(run))
-    done = cli("summary", "--json", str(path), "--rejects", str(tmp_path / "rejects.jsonl"))
+    done = cli("summary", "--json", str(path), "--rejects", str(tmp_path / "rejects.jsonl"), check=False)
+    assert done.returncode == 1  # figures printed from the good records, the rejects an input error
     assert json.loads(done.stdout)["m"]["BFCL-MT: Base"] == 0.0  # the two good records, both failed
     assert "rejected 2 of 4 records" in done.stderr
     assert f"{path}:2: malformed: field success:" in done.stderr and f"{path}:3: malformed:" in done.stderr
     wrong_type, missing = records(tmp_path / "rejects.jsonl")
     assert wrong_type["source"] == f"{path}:2" and "'false' is not of type 'boolean'" in wrong_type["reason"]
     assert missing["source"] == f"{path}:3" and "'success' is a required property" in missing["reason"]
-    compared = cli("compare", str(path), "--label", "m")
-    assert "rejected 2 of 4 records" in compared.stderr
+    compared = cli("compare", str(path), "--label", "m", check=False)
+    assert compared.returncode == 1 and "rejected 2 of 4 records" in compared.stderr
 
 
 def test_run_flags_are_config_fields_and_a_bad_value_names_the_field():

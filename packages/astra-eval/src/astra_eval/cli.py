@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -69,8 +70,8 @@ run_command("acebench", runs.AceBenchConfig, runs.run_acebench)
 run_command("aime", runs.AimeConfig, runs.run_aime)
 
 
-def report_rejects(loads: list[report.Loaded], rejects_path: str | None, command: str) -> None:
-    """Say which lines were not eval_result records, and why (all of them in `rejects_path`)."""
+def report_rejects(loads: list[report.Loaded], rejects_path: str | None, command: str) -> int:
+    """Say which lines were not eval_result records, and why (all of them in `rejects_path`); how many."""
     rejected = [reject for loaded in loads for reject in loaded.rejects]
     if rejects_path:
         Path(rejects_path).write_bytes(b"".join(dumps({**r, "stage": command}) for r in rejected))
@@ -79,6 +80,14 @@ def report_rejects(loads: list[report.Loaded], rejects_path: str | None, command
         click.echo(f"{command}: rejected {len(rejected)} of {read} records (they count in no figure):", err=True)
         for reject in rejected[:10]:
             click.echo(f"  {reject['source']}: {reject['reason']}", err=True)
+    return len(rejected)
+
+
+def exit_on_rejects(rejected: int) -> None:
+    """Figures are printed from the good records, then exit 1 (an input error, as for every stage), so
+    that `set -o pipefail` pipelines notice the lines that counted in no figure."""
+    if rejected:
+        sys.exit(1)
 
 
 REJECTS = click.option("--rejects", type=click.Path(dir_okay=False),
@@ -94,15 +103,16 @@ def summary(results: tuple[str, ...], as_json: bool, rejects: str | None) -> Non
     """Tables shaped like the paper's (Tables 1-3) from eval_result files or directories ('-' or none: stdin),
     one row per model."""
     loaded = report.load(results or ("-",))
-    report_rejects([loaded], rejects, "astra-eval summary")
+    rejected = report_rejects([loaded], rejects, "astra-eval summary")
     records = loaded.records
     rows = report.by_model(records)
     if as_json:
         click.echo(json.dumps({model: {f"{g}: {c}": v for (g, c), v in figs.items()} for model, figs in rows.items()},
                               indent=2))
-        return
-    click.echo(report.render(rows))
-    click.echo("\n" + report.render_errors(report.errors(records)))
+    else:
+        click.echo(report.render(rows))
+        click.echo("\n" + report.render_errors(report.errors(records)))
+    exit_on_rejects(rejected)
 
 
 @main.command()
@@ -122,12 +132,13 @@ def compare(runs_: tuple[str, ...], labels: tuple[str, ...], png: str | None, re
         report.pyplot()  # a missing `plots` extra fails before the runs are read
     names = list(labels) or [Path(path).stem if Path(path).is_file() else Path(path).name for path in runs_]
     loads = [report.load([path]) for path in runs_]
-    report_rejects(loads, rejects, "astra-eval compare")
+    rejected = report_rejects(loads, rejects, "astra-eval compare")
     table = {name: report.figures(loaded.records) for name, loaded in zip(names, loads, strict=True)}
     click.echo(report.render(table, label="Run"))
     if png:
         report.bar_chart(table, png)
         click.echo(f"\nbar chart: {png}", err=True)
+    exit_on_rejects(rejected)
 
 
 if __name__ == "__main__":
