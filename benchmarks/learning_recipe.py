@@ -160,7 +160,7 @@ def sft_once(out: Path, gold_train: list[dict], held: list[str], recipe: Recipe)
     config = load_config(SFTConfig, None, dict(
         output_dir=str(out), batch_size=4, micro_batch_size=1, max_steps=recipe.sft_steps, seed=recipe.seed,
         learning_rate=recipe.sft_lr, max_length=1536, warmup_ratio=0.1, report_to=[], save_weights_steps=0,
-        save_state_steps=0))
+        save_state_steps=3, resume=True))  # a killed SFT continues from its last state
     final = train_sft(config, [str(write_jsonl(out / "gold_train.jsonl", gold_train))])
     stamp.write_text(json.dumps(key))
     return final
