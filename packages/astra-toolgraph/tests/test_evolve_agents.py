@@ -215,14 +215,35 @@ def test_reflection_rewrites_both_plans_and_keeps_the_failures_in_history(record
         run(with_client(recorded_llm(replies=["nope"]), lambda llm: reflect(llm, plan, [task], [trajectory])))
 
 
-def test_task_schema_names_only_the_domains_tools():
+def test_task_schema_has_one_alternative_per_tool_with_its_required_arguments(domain):
     from astra_toolgraph.evolve import prompts
     from jsonschema import Draft202012Validator
 
-    schema = Draft202012Validator(prompts.task_schema(["cancel_order", "get_order"]))
+    schema = Draft202012Validator(prompts.task_schema(domain.tools))
     task = {"user_instruction": "u", "private_info": "p", "specification": "s", "expected_answer": "",
-            "expected_actions": [{"name": "cancel_order", "arguments": {"order_id": "o1"}}]}
+            "expected_actions": [{"name": "cancel_order", "arguments": {"order_id": "O1"}},
+                                 {"name": "list_products", "arguments": {}}]}
     assert schema.is_valid(task)
-    task["expected_actions"][0]["name"] = "order_id"
+    task["expected_actions"][0]["arguments"] = {}  # a required argument missing: the precheck's old failure
+    assert not schema.is_valid(task)
+    task["expected_actions"][0] = {"name": "order_id", "arguments": {"order_id": "O1"}}  # not a tool
+    assert not schema.is_valid(task)
+    task["expected_actions"] = []
     assert not schema.is_valid(task)
     assert prompts.TASK_SCHEMA["properties"]["expected_actions"]["items"]["properties"]["name"] == {"type": "string"}
+
+
+def test_task_schema_moves_the_tools_defs_to_its_root_so_refs_resolve():
+    from astra_toolgraph.evolve import prompts
+    from jsonschema import Draft202012Validator
+
+    book = {"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "required": ["flights"], "$defs": {"Flight": {
+            "type": "object", "required": ["number"], "properties": {"number": {"type": "string"}}}},
+        "properties": {"flights": {"type": "array", "items": {"$ref": "#/$defs/Flight"}}}}}}
+    schema = Draft202012Validator(prompts.task_schema([book]))
+    task = {"user_instruction": "u", "private_info": "p", "specification": "s", "expected_answer": "",
+            "expected_actions": [{"name": "book", "arguments": {"flights": [{"number": "HAT001"}]}}]}
+    assert schema.is_valid(task)
+    task["expected_actions"][0]["arguments"]["flights"] = [{}]
+    assert not schema.is_valid(task)
