@@ -9,7 +9,14 @@ import json
 import pytest
 from astra_core.llm import LLMClient, LLMConfig
 from astra_toolgraph import data
-from astra_toolgraph.evolve import EvolveConfig, domain_of, roll_out, synthesize_task, verify_task, verify_trajectory
+from astra_toolgraph.evolve import (
+    EvolveConfig,
+    domain_of,
+    roll_out,
+    synthesize_task,
+    verify_task,
+    verify_trajectory,
+)
 from astra_toolgraph.evolve.plans import plan_record
 from click.testing import CliRunner
 from evolve_support import PLAN, call, engine_replies
@@ -142,3 +149,28 @@ def test_the_verify_commands_take_the_budget_from_the_config_and_need_the_domain
     assert task["verification"]["investigation"]["exhausted"] is True
     help_text = runner.invoke(main, ["evolve", "verify", "--help"]).output
     assert "--verify-calls" in help_text and "--verify-tool-choice" in help_text
+
+
+@pytest.mark.llm
+def test_the_task_verification_agent_runs_its_loop_on_the_embedded_model(llm_env, tmp_path):
+    """SmolLM2 as the verification agent of the hand-written cancel task, with a budget of one call:
+    its forced first call runs in the sandbox and is kept, then a verdict with a rationale. Asserts the
+    record, not the quality of the verdict."""
+    from astra_toolgraph.cli import main
+
+    runner = CliRunner()
+    (tmp_path / "domain.jsonl").write_text(json.dumps(data.sample_domain()) + "\n")
+    (tmp_path / "plan.jsonl").write_text(runner.invoke(main, ["evolve", "sample-domain", "--what", "plan"]).output)
+    seed = runner.invoke(main, ["evolve", "sample-domain", "--what", "tasks"]).output.splitlines()[1]
+    (tmp_path / "seed.jsonl").write_text(seed + "\n")
+    result = runner.invoke(main, ["evolve", "verify-tasks", str(tmp_path / "seed.jsonl"), "--plans",
+                                  str(tmp_path / "plan.jsonl"), "--domains", str(tmp_path / "domain.jsonl"),
+                                  "--verify-calls", "1", "--agent-max-tokens", "48", "-o", str(tmp_path / "out.jsonl")],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [task] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    verification = task["verification"]
+    assert verification["by"] == "agent" and verification["verdict"] in ("PASS", "FAIL") and verification["rationale"]
+    [first] = verification["investigation"]["calls"]  # tool_choice first-required: one call, the whole budget
+    assert first["tool"] in {t["function"]["name"] for t in data.sample_domain()["tools"]} and first["observation"]
+    assert verification["investigation"]["exhausted"] is True
