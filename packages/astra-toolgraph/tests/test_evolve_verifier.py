@@ -174,3 +174,16 @@ def test_the_task_verification_agent_runs_its_loop_on_the_embedded_model(llm_env
     [first] = verification["investigation"]["calls"]  # tool_choice first-required: one call, the whole budget
     assert first["tool"] in {t["function"]["name"] for t in data.sample_domain()["tools"]} and first["observation"]
     assert verification["investigation"]["exhausted"] is True
+
+
+@pytest.mark.parametrize(("rationale", "why"), [
+    ("", "no rationale"),
+    ("what you checked and what you found about this task", "repeats the instructions"),
+])
+def test_a_verdict_without_its_own_reasons_is_not_taken(recorded_llm, domain, rationale, why):
+    from astra_toolgraph.evolve import AgentFailed
+
+    task = task_of(recorded_llm, domain)
+    server = recorded_llm(replies=[json.dumps({"rationale": rationale, "verdict": "PASS"})])
+    with pytest.raises(AgentFailed, match=why):
+        ask(server, lambda llm: verify_task(llm, plan_of(domain), task, EvolveConfig(), domain))

@@ -121,7 +121,7 @@ A task passes when it is realistic, the user instruction plus the private inform
 Evaluation rules:
 {evaluation_rules}
 
-Reply with JSON: {{"rationale": "why, in one or two sentences", "verdict": "PASS" or "FAIL"}}."""
+Reply with a JSON object: first "rationale" (what you checked and what you found about this task, in your own words), then "verdict" (PASS or FAIL)."""
 
 TASK_INVESTIGATE = """
 Before your verdict, investigate with the domain's tools (at most {budget} calls; they run in a scratch copy of the domain that starts from its initial state, so changes are discarded): look up the records the task names, check that the expected actions are possible and enough for what the user wants, and that the user instruction plus the private information give the assistant what it must ask for."""
@@ -164,7 +164,7 @@ TASK when the task itself is under-specified, contradictory or impossible; TRAJE
 Evaluation rules:
 {evaluation_rules}
 
-Reply with JSON: {{"rationale": "why", "verdict": "SUCCESS" or "FAIL", "attribution": "TASK", "TRAJECTORY" or "NONE" (on SUCCESS)}}."""
+Reply with a JSON object: first "rationale" (what the assistant did and what the state check found, in your own words), then "verdict" (SUCCESS or FAIL), then "attribution" (TASK or TRAJECTORY on FAIL, NONE on SUCCESS)."""
 
 TRAJECTORY_INVESTIGATE = """
 Before your verdict, investigate with the domain's tools (at most {budget} calls; they run in a scratch copy of the domain that starts from the initial state, so changes are discarded): look up the records the task and the conversation name, and find out whether the task was possible as written (if not, the failure is the TASK's) or the assistant went wrong (TRAJECTORY)."""

@@ -78,8 +78,22 @@ async def verdict(llm: LLMClient, messages: list[dict], schema: dict, name: str,
             raise AgentFailed(f"{name}: --verify-calls needs the domain (--domains)")
         investigation = await investigate(llm, messages, domain, config)
         messages = [*investigation.messages, VERDICT_NOW]
+    stage = name.replace("_verdict", " verification")
     try:
         reply, _ = await llm.chat_json(messages, schema, name=name, attempts=2, max_tokens=config.max_tokens)
     except StructuredOutputError as exc:
-        raise AgentFailed(f"{name.replace('_verdict', ' verification')}: {exc}") from None
+        raise AgentFailed(f"{stage}: {exc}") from None
+    problem = rationale_problem(str(reply.get("rationale", "")), messages[0]["content"])
+    if problem:
+        raise AgentFailed(f"{stage}: {problem} (verdict {reply.get('verdict')} not taken)")
     return reply, (investigation.record(config.verify_calls) if investigation else None)
+
+
+def rationale_problem(rationale: str, instructions: str) -> str | None:
+    """Why a verdict is not reasoned (no rationale, or the instructions echoed back), or None."""
+    text = " ".join(rationale.split()).strip(" .\"'").lower()
+    if len(text.split()) < 2:
+        return f"the verdict has no rationale ({rationale!r})"
+    if text in " ".join(instructions.split()).lower():
+        return f"the rationale repeats the instructions ({rationale[:80]!r})"
+    return None
