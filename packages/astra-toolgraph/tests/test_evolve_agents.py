@@ -77,6 +77,25 @@ def test_a_plan_that_is_template_text_or_too_thin_is_not_a_plan(recorded_llm, do
     assert plan["meta"]["plans"]["index"] == 1 and why in plan["meta"]["plans"]["failed"][0]
 
 
+STRUCTURED = {"focus": {"category": "Buying coffee", "complexity": "multi-step", "user_style": "direct"},
+              "synthesis_plan": PLAN["synthesis_plan"],
+              "evaluation_rules": [{"kind": "ACCEPT", "rule": "Tasks within stock and balance."},
+                                   {"kind": "REJECT", "rule": "Tasks that cannot be checked"}]}
+
+
+def test_a_structured_plan_reply_becomes_the_plan_text_and_is_checked_like_text(recorded_llm, domain):
+    empty_category = {**STRUCTURED, "focus": {**STRUCTURED["focus"], "category": " "}}
+    empty_rule = {**STRUCTURED, "evaluation_rules": [*STRUCTURED["evaluation_rules"], {"kind": "REJECT", "rule": ""}]}
+    server = recorded_llm(replies=[json.dumps(empty_category), json.dumps(empty_rule), json.dumps(STRUCTURED)])
+    [plan] = run(with_client(server, lambda llm: generate_plans(llm, domain, 3)))
+    assert plan["focus"] == "Buying coffee (multi-step, direct user)"
+    assert plan["evaluation_rules"] == "[ACCEPT] Tasks within stock and balance. [REJECT] Tasks that cannot be checked."
+    failed = plan["meta"]["plans"]["failed"]
+    assert "focus is too thin" in failed[0] and "empty rule" in failed[1]
+    schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["evaluation_rules"]["anyOf"][0]["minItems"] == 2  # tagged rules, guided first
+
+
 def make_plan(domain):
     from astra_toolgraph.evolve.plans import plan_record
 

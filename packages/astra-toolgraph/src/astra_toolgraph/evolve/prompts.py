@@ -11,21 +11,30 @@ import json
 from astra_toolgraph.prompts import chat, tool_lines
 
 # -- 4.1 diversified plan generation ---------------------------------------------------------------
+# Structured where the plan checks need structure (a focus with a category, tagged rules): the first
+# alternative is what guided decoding writes; a model may also answer with plain text.
+FOCUS_SCHEMA = {"anyOf": [
+    {"type": "object", "required": ["category", "complexity", "user_style"],
+     "properties": {"category": {"type": "string"},
+                    "complexity": {"enum": ["single action", "multi-step", "multi-turn with follow-ups"]},
+                    "user_style": {"enum": ["direct", "vague", "impatient", "detailed"]}}},
+    {"type": "string"}]}
+RULES_SCHEMA = {"anyOf": [
+    {"type": "array", "minItems": 2, "maxItems": 4,
+     "items": {"type": "object", "required": ["kind", "rule"],
+               "properties": {"kind": {"enum": ["ACCEPT", "REJECT"]}, "rule": {"type": "string"}}}},
+    {"type": "string"}]}
 PLAN_SCHEMA = {
     "type": "object",
     "required": ["focus", "synthesis_plan", "evaluation_rules"],
-    "properties": {
-        "focus": {"type": "string"},
-        "synthesis_plan": {"type": "string"},
-        "evaluation_rules": {"type": "string"},
-    },
+    "properties": {"focus": FOCUS_SCHEMA, "synthesis_plan": {"type": "string"}, "evaluation_rules": RULES_SCHEMA},
 }
 
 PLAN_SYSTEM = """You are the meta-planner of a data-synthesis pipeline for customer-service agents that use tools.
 You write one synthesis-evaluation plan pair for one task category of a domain.
-- focus: the task category, in one line (tool-use pattern, complexity tier, user style).
+- focus: the task category, in one line: what the user needs in a few words (the category), its complexity tier and the user's style.
 - synthesis_plan: how to gather information with the tools, which real entities to use, and what the user wants; the task must change the domain's state or ask for a checkable answer.
-- evaluation_rules: the quality rubric for tasks and conversations of this category, one rule per sentence, each starting with [ACCEPT] or [REJECT].
+- evaluation_rules: the quality rubric for tasks and conversations of this category: two to four rules, each an ACCEPT or REJECT with one sentence.
 Reply with a JSON object with the keys focus, synthesis_plan, evaluation_rules."""
 
 
@@ -205,11 +214,7 @@ def trajectory_verify_messages(plan: dict, task: dict, trajectory: dict, budget:
 REFLECTION_SCHEMA = {
     "type": "object",
     "required": ["analysis", "synthesis_plan", "evaluation_rules"],
-    "properties": {
-        "analysis": {"type": "string"},
-        "synthesis_plan": {"type": "string"},
-        "evaluation_rules": {"type": "string"},
-    },
+    "properties": {"analysis": {"type": "string"}, "synthesis_plan": {"type": "string"}, "evaluation_rules": RULES_SCHEMA},
 }
 
 REFLECTION_SYSTEM = """You improve a data-synthesis stream from its failures.
