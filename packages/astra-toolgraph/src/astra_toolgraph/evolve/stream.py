@@ -53,7 +53,7 @@ async def run_iteration(llm: LLMClient, user: LLMClient, plan: dict, domain: Dom
                                         "id": trajectory["id"]})
                 trajectory["verification"] = {"verdict": "FAIL", "rationale": str(exc), "attribution": "TRAJECTORY",
                                               "checker": trajectory["state_check"]["reward"] == 1.0,
-                                              "judge": "unparseable"}
+                                              "judge": "no usable verdict"}
             trajectories.append(trajectory)
     result.tasks += tasks
     result.trajectories += trajectories
