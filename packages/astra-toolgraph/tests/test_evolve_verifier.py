@@ -152,10 +152,12 @@ def test_the_verify_commands_take_the_budget_from_the_config_and_need_the_domain
 
 
 @pytest.mark.llm
+@pytest.mark.slow
 def test_the_task_verification_agent_runs_its_loop_on_the_embedded_model(llm_env, tmp_path):
     """SmolLM2 as the verification agent of the hand-written cancel task, with a budget of one call:
     its forced first call runs in the sandbox and is kept, then a verdict with a rationale. Asserts the
-    record, not the quality of the verdict."""
+    record, not the quality of the verdict. Slow: two guided requests took minutes on the shared 2-core
+    machine; the recorded-reply tests above cover the loop by default."""
     from astra_toolgraph.cli import main
 
     runner = CliRunner()
@@ -165,25 +167,18 @@ def test_the_task_verification_agent_runs_its_loop_on_the_embedded_model(llm_env
     (tmp_path / "seed.jsonl").write_text(seed + "\n")
     result = runner.invoke(main, ["evolve", "verify-tasks", str(tmp_path / "seed.jsonl"), "--plans",
                                   str(tmp_path / "plan.jsonl"), "--domains", str(tmp_path / "domain.jsonl"),
-                                  "--verify-calls", "1", "--agent-max-tokens", "48", "-o", str(tmp_path / "out.jsonl")],
+                                  "--verify-calls", "1", "--agent-max-tokens", "48", "-o", str(tmp_path / "out.jsonl"),
+                                  "--rejects", str(tmp_path / "rejects.jsonl")],
                            catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    [task] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    verification = task["verification"]
-    assert verification["by"] == "agent" and verification["verdict"] in ("PASS", "FAIL") and verification["rationale"]
-    [first] = verification["investigation"]["calls"]  # tool_choice first-required: one call, the whole budget
-    assert first["tool"] in {t["function"]["name"] for t in data.sample_domain()["tools"]} and first["observation"]
-    assert verification["investigation"]["exhausted"] is True
-
-
-@pytest.mark.parametrize(("rationale", "why"), [
-    ("", "no rationale"),
-    ("what you checked and what you found about this task", "repeats the instructions"),
-])
-def test_a_verdict_without_its_own_reasons_is_not_taken(recorded_llm, domain, rationale, why):
-    from astra_toolgraph.evolve import AgentFailed
-
-    task = task_of(recorded_llm, domain)
-    server = recorded_llm(replies=[json.dumps({"rationale": rationale, "verdict": "PASS"})])
-    with pytest.raises(AgentFailed, match=why):
-        ask(server, lambda llm: verify_task(llm, plan_of(domain), task, EvolveConfig(), domain))
+    tasks = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    rejects = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert len(tasks) + len(rejects) == 1  # a verdict, or why the agent's verdict was not taken
+    for reject in rejects:
+        assert reject["reason"].startswith("task verification: ")
+    for task in tasks:
+        verification = task["verification"]
+        assert verification["by"] == "agent" and verification["verdict"] in ("PASS", "FAIL")
+        [first] = verification["investigation"]["calls"]  # tool_choice first-required: one call, the whole budget
+        assert first["tool"] in {t["function"]["name"] for t in data.sample_domain()["tools"]} and first["observation"]
+        assert verification["investigation"]["exhausted"] is True
