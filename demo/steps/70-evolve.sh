@@ -93,7 +93,7 @@ for t in read("trajectories.jsonl") + read("agent_trajectories.jsonl") + read("s
           f"{len(t['state_check']['diff'])} diff path(s), user ended with {t['user_stop']}; {looked(v)}{v['rationale']}")
 tasks = read("tasks.jsonl") + read("more_tasks.jsonl") + read("agent_tasks.jsonl")
 trajectories = read("trajectories.jsonl") + read("agent_trajectories.jsonl")
-print(f"evolve: verification agents: {sum(t['verification']['verdict'] == 'PASS' for t in tasks)} of {len(tasks)} "
+print(f"evolve: verified by their agents (besides the checker-only seed path): {sum(t['verification']['verdict'] == 'PASS' for t in tasks)} of {len(tasks)} "
       f"task(s) PASS, {sum(t['verification']['verdict'] == 'SUCCESS' for t in trajectories)} of {len(trajectories)} "
       "trajectory(ies) SUCCESS")
 print(f"evolve: {len(read('user_sft.jsonl'))} user-model SFT records, {len(read('rl_samples.jsonl'))} rl_samples")
