@@ -132,3 +132,38 @@ def test_chat_json_succeeds_first_time_on_the_embedded_model(embedded_llm):
 
     value, _ = asyncio.run(ask())
     assert set(value) == {"score", "reason"} and 0 <= value["score"] <= 10
+
+
+def action(tool: dict) -> dict:
+    parameters = tool["function"]["parameters"]
+    return {"type": "object", "required": ["name", "arguments"],
+            "properties": {"name": {"const": tool["function"]["name"]}, "arguments": parameters}}
+
+
+ACTIONS = {"type": "object", "required": ["actions"], "properties": {"actions": {
+    "type": "array", "minItems": 1, "maxItems": 1, "items": {"anyOf": [action(WEATHER), action(FLIGHTS)]}}}}
+
+
+def test_a_tagged_union_is_written_as_the_likeliest_alternative_with_its_required_keys(embedded_llm):
+    """One alternative per tool (anyOf, told apart by a const name): the name is chosen, not always the
+    first alternative, and the arguments are that alternative's required ones."""
+    from jsonschema import Draft202012Validator
+
+    reply = chat(embedded_llm, messages=[{"role": "user", "content": "Search flights from Oslo to Rome. Reply with "
+                                                                      "the search_flights action as JSON."}],
+                 response_format={"type": "json_schema", "json_schema": {"name": "actions", "schema": ACTIONS}},
+                 temperature=0, max_tokens=40)
+    value = json.loads(reply.content)
+    assert not list(Draft202012Validator(ACTIONS).iter_errors(value)), value
+    [chosen] = value["actions"]
+    assert chosen["name"] == "search_flights" and set(chosen["arguments"]) == {"origin", "destination"}
+
+
+def test_tagged_unions_are_recognised_and_refs_followed():
+    from astra_core.local.guided import _tagged_union
+
+    options, tag = _tagged_union(ACTIONS["properties"]["actions"]["items"])
+    assert tag == "name" and len(options) == 2
+    assert _tagged_union({"anyOf": [{"type": "number"}, {"type": "null"}]}) is None
+    same = {"anyOf": [action(WEATHER), action(WEATHER)]}
+    assert _tagged_union(same) is None  # one distinct tag per alternative, or no choice to make

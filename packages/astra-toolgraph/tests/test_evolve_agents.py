@@ -77,6 +77,25 @@ def test_a_plan_that_is_template_text_or_too_thin_is_not_a_plan(recorded_llm, do
     assert plan["meta"]["plans"]["index"] == 1 and why in plan["meta"]["plans"]["failed"][0]
 
 
+STRUCTURED = {"focus": {"category": "Buying coffee", "complexity": "multi-step", "user_style": "direct"},
+              "synthesis_plan": PLAN["synthesis_plan"],
+              "evaluation_rules": [{"kind": "ACCEPT", "rule": "Tasks within stock and balance."},
+                                   {"kind": "REJECT", "rule": "Tasks that cannot be checked"}]}
+
+
+def test_a_structured_plan_reply_becomes_the_plan_text_and_is_checked_like_text(recorded_llm, domain):
+    empty_category = {**STRUCTURED, "focus": {**STRUCTURED["focus"], "category": " "}}
+    empty_rule = {**STRUCTURED, "evaluation_rules": [*STRUCTURED["evaluation_rules"], {"kind": "REJECT", "rule": ""}]}
+    server = recorded_llm(replies=[json.dumps(empty_category), json.dumps(empty_rule), json.dumps(STRUCTURED)])
+    [plan] = run(with_client(server, lambda llm: generate_plans(llm, domain, 3)))
+    assert plan["focus"] == "Buying coffee (multi-step, direct user)"
+    assert plan["evaluation_rules"] == "[ACCEPT] Tasks within stock and balance. [REJECT] Tasks that cannot be checked."
+    failed = plan["meta"]["plans"]["failed"]
+    assert "focus is too thin" in failed[0] and "empty rule" in failed[1]
+    schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["evaluation_rules"]["anyOf"][0]["minItems"] == 2  # tagged rules, guided first
+
+
 def make_plan(domain):
     from astra_toolgraph.evolve.plans import plan_record
 
@@ -215,14 +234,35 @@ def test_reflection_rewrites_both_plans_and_keeps_the_failures_in_history(record
         run(with_client(recorded_llm(replies=["nope"]), lambda llm: reflect(llm, plan, [task], [trajectory])))
 
 
-def test_task_schema_names_only_the_domains_tools():
+def test_task_schema_has_one_alternative_per_tool_with_its_required_arguments(domain):
     from astra_toolgraph.evolve import prompts
     from jsonschema import Draft202012Validator
 
-    schema = Draft202012Validator(prompts.task_schema(["cancel_order", "get_order"]))
+    schema = Draft202012Validator(prompts.task_schema(domain.tools))
     task = {"user_instruction": "u", "private_info": "p", "specification": "s", "expected_answer": "",
-            "expected_actions": [{"name": "cancel_order", "arguments": {"order_id": "o1"}}]}
+            "expected_actions": [{"name": "cancel_order", "arguments": {"order_id": "O1"}},
+                                 {"name": "list_products", "arguments": {}}]}
     assert schema.is_valid(task)
-    task["expected_actions"][0]["name"] = "order_id"
+    task["expected_actions"][0]["arguments"] = {}  # a required argument missing: the precheck's old failure
+    assert not schema.is_valid(task)
+    task["expected_actions"][0] = {"name": "order_id", "arguments": {"order_id": "O1"}}  # not a tool
+    assert not schema.is_valid(task)
+    task["expected_actions"] = []
     assert not schema.is_valid(task)
     assert prompts.TASK_SCHEMA["properties"]["expected_actions"]["items"]["properties"]["name"] == {"type": "string"}
+
+
+def test_task_schema_moves_the_tools_defs_to_its_root_so_refs_resolve():
+    from astra_toolgraph.evolve import prompts
+    from jsonschema import Draft202012Validator
+
+    book = {"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "required": ["flights"], "$defs": {"Flight": {
+            "type": "object", "required": ["number"], "properties": {"number": {"type": "string"}}}},
+        "properties": {"flights": {"type": "array", "items": {"$ref": "#/$defs/Flight"}}}}}}
+    schema = Draft202012Validator(prompts.task_schema([book]))
+    task = {"user_instruction": "u", "private_info": "p", "specification": "s", "expected_answer": "",
+            "expected_actions": [{"name": "book", "arguments": {"flights": [{"number": "HAT001"}]}}]}
+    assert schema.is_valid(task)
+    task["expected_actions"][0]["arguments"]["flights"] = [{}]
+    assert not schema.is_valid(task)

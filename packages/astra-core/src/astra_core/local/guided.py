@@ -10,7 +10,11 @@ each conditioned on the prompt and on what was written so far, walking the schem
   schema's bounds;
 - objects: their required properties (all properties when none are required; for tool arguments,
   the required ones only); arrays: item by item, and after `minItems` the model chooses between
-  "," and "]".
+  "," and "]";
+- anyOf/oneOf of objects told apart by a `const` first property (a tagged union, e.g. one
+  alternative per tool, `{"name": {"const": "cancel_order"}, "arguments": {...}}`): the likeliest tag,
+  then the rest of that alternative; other unions: the first non-null alternative;
+- `$ref`s to the root schema's `$defs`/`definitions` are followed.
 
 The value always has the schema's shape; its content is only as good as the model. A tool call is
 rendered in the Hermes format, so the reply parses like any other.
@@ -55,6 +59,7 @@ class _Writer:
         self.temperature = temperature
         self.budget = max_tokens  # generated tokens left; strings shrink to "" when it runs out
         self.only_required = only_required
+        self.defs: dict = {}  # the root schema's $defs, for $ref
         self.text = ""
         self.prompt_ids = tokenizer.encode(prompt_text, add_special_tokens=False)
         self.prompt_cache = DynamicCache(config=model.config)
@@ -111,7 +116,12 @@ class _Writer:
 
     # -- JSON by schema ----------------------------------------------------------------------------
     def write(self, schema: dict) -> None:
-        schema = _resolve(schema)
+        schema = self._deref(schema)
+        tagged = _tagged_union(schema)
+        if tagged is not None:
+            self._tagged(*tagged)
+            return
+        schema = self._deref(_resolve(schema))
         kind = _kind(schema)
         if "const" in schema:
             self.text += json.dumps(schema["const"], ensure_ascii=False)
@@ -154,15 +164,32 @@ class _Writer:
             self.write(items)
         self.text += "]"
 
-    def _object(self, schema: dict) -> None:
+    def _object(self, schema: dict, written: tuple[str, ...] = ()) -> None:
+        """The object's keys (after the `written` ones, already in `text` with the opening brace)."""
         properties = schema.get("properties") or {}
         required = [k for k in schema.get("required") or [] if k in properties]
         keys = required if required or self.only_required else list(properties)
-        self.text += "{"
-        for index, key in enumerate(keys):
-            self.text += (", " if index else "") + json.dumps(key) + ": "
+        if not written:
+            self.text += "{"
+        for index, key in enumerate(k for k in keys if k not in written):
+            self.text += (", " if index or written else "") + json.dumps(key) + ": "
             self.write(properties[key])
         self.text += "}"
+
+    def _tagged(self, options: list[dict], tag: str) -> None:
+        """A tagged union: `{"<tag>": ` then the likeliest tag value picks the alternative written."""
+        values = [json.dumps(option["properties"][tag]["const"], ensure_ascii=False) for option in options]
+        self.text += "{" + json.dumps(tag) + ": "
+        chosen = self.choose(values)
+        self.text += chosen
+        self._object(options[values.index(chosen)], written=(tag,))
+
+    def _deref(self, schema: dict) -> dict:
+        while isinstance(schema.get("$ref"), str):
+            name = schema["$ref"].rsplit("/", 1)[-1]
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            schema = {**self.defs.get(name, {"type": "string"}), **rest}
+        return schema
 
 
 def _resolve(schema: dict) -> dict:
@@ -172,6 +199,19 @@ def _resolve(schema: dict) -> dict:
             options = [s for s in schema[key] if _kind(s) != "null"] or schema[key]
             return _resolve({**{k: v for k, v in schema.items() if k != key}, **options[0]})
     return schema
+
+
+def _tagged_union(schema: dict) -> tuple[list[dict], str] | None:
+    """(alternatives, tag) when `schema` is an anyOf/oneOf of 2+ objects whose first required property
+    is the same `const`-valued tag (one distinct value each), else None."""
+    options = schema.get("anyOf") or schema.get("oneOf") or []
+    if len(options) < 2 or not all(_kind(o) == "object" and o.get("required") for o in options):
+        return None
+    tag = options[0]["required"][0]
+    consts = [((o.get("properties") or {}).get(tag) or {}).get("const", ...) for o in options]
+    if any(o["required"][0] != tag for o in options) or ... in consts or len(set(map(json.dumps, consts))) < len(consts):
+        return None
+    return options, tag
 
 
 def _kind(schema: dict) -> str | None:
@@ -187,6 +227,7 @@ def guided_json(model, tokenizer, prompt_text: str, schema: dict, *, temperature
                 max_tokens: int = 512) -> str:
     """A JSON value shaped by `schema`, written by the model piece by piece (see the module docstring)."""
     writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens)
+    writer.defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
     writer.write(schema)
     return writer.text
 
@@ -202,6 +243,7 @@ def guided_tool_call(model, tokenizer, prompt_text: str, tools: list[dict], *, n
     writer.text += name + '", "arguments": '
     start = len(writer.text)
     schema = by_name[name].get("parameters") or {}
+    writer.defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
     writer.write({"type": "object", "properties": schema.get("properties") or {},
                   "required": schema.get("required") or []})
     return render_tool_call(name, json.loads(writer.text[start:]))

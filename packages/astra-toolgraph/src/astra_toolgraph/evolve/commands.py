@@ -57,6 +57,7 @@ TASKS = side_records("task_files", "task", required=True)
 DOMAIN = ("domains", "sandbox_jail")
 ROLLOUT = ("rollouts_per_task", "max_turns", "max_user_turns", "tool_choice", "assistant_max_tokens", "user_max_tokens")
 SYNTHESIS = ("tasks_per_plan", "explore_turns", "explore_tool_choice", "ignore_fields")
+VERIFIER = ("verify_calls", "verify_tool_choice")
 
 
 def declare(name: str, reads, writes, fn, flags: tuple[str, ...], **kwargs) -> None:
@@ -66,17 +67,20 @@ def declare(name: str, reads, writes, fn, flags: tuple[str, ...], **kwargs) -> N
 declare("plans", stages.DOMAIN_RECORD, "plan", stages.plans_of, ("plans", "max_tokens"), llm=True)
 declare("tasks", "plan", "task", stages.tasks_of, (*DOMAIN, *SYNTHESIS, "max_tokens"), llm=True,
         uses={"domains": domains()}, concurrency=2)
-declare("verify-tasks", "task", "task", stages.verified_task, ("plan_files", *DOMAIN, "judge_tasks", "max_tokens"),
+declare("verify-tasks", "task", "task", stages.verified_task,
+        ("plan_files", *DOMAIN, "judge_tasks", *VERIFIER, "max_tokens"),
         llm=lambda config: config.judge_tasks, uses={"plans": PLANS, "domains": domains(required=False)})
 declare("rollout", "task", "trajectory", stages.trajectories_of, (*DOMAIN, *ROLLOUT), user_llm=True,
         uses={"domains": domains()}, concurrency=2)
 declare("verify", "trajectory", "trajectory", stages.verified_trajectory,
-        ("task_files", "plan_files", "judge_trajectories", "max_tokens"), llm=lambda config: config.judge_trajectories,
-        uses={"tasks": TASKS, "plans": PLANS})
+        ("task_files", "plan_files", *DOMAIN, "judge_trajectories", *VERIFIER, "max_tokens"),
+        llm=lambda config: config.judge_trajectories,
+        uses={"tasks": TASKS, "plans": PLANS, "domains": domains(required=False)})
 declare("reflect", "plan", "plan", stages.reflected_plan, ("task_files", "trajectory_files", "max_tokens"), llm=True,
         uses={"tasks": TASKS, "trajectories": side_records("trajectory_files", "trajectory")})
 declare("run", "plan", "plan", stages.evolved_plans,
-        (*DOMAIN, "iterations", *SYNTHESIS, *ROLLOUT, "judge_tasks", "judge_trajectories", "max_tokens", "tasks_out",
+        (*DOMAIN, "iterations", *SYNTHESIS, *ROLLOUT, "judge_tasks", "judge_trajectories", *VERIFIER, "max_tokens",
+         "tasks_out",
          "trajectories_out"),
         user_llm=True, uses={"domains": domains(), "sinks": stages.iteration_sinks}, concurrency=2)
 declare("export-user-sft", "trajectory", "trajectory", stages.user_sft, ("include_all",))

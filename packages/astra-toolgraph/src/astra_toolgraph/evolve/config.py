@@ -28,6 +28,11 @@ class EvolveConfig:
     user_max_tokens: int = knob(128, "Tokens per user-simulator turn.")
     judge_tasks: bool = knob(True, "Ask the task-verification agent (else the executable pre-check alone).")
     judge_trajectories: bool = knob(True, "Ask the trajectory-verification agent (else the state checker alone).")
+    verify_calls: int = knob(0, "Tool calls each verification agent (task and trajectory) may make in a disposable "
+                                "episode of the domain before its verdict; 0 = one judge call over the replay "
+                                "(the cheap option).")
+    verify_tool_choice: str = knob("first-required", "The verification agents' tool choice while investigating.",
+                                   choices=TOOL_CHOICES)
     ignore_fields: list[str] = knob([], "State path patterns the task's checker ignores (timestamps, ...).",
                                     flag="ignore-field")
     max_observation_chars: int = knob(2000, "Longer tool outputs are cut.")
@@ -36,11 +41,21 @@ class EvolveConfig:
         for name in ("plans", "iterations", "tasks_per_plan", "rollouts_per_task", "max_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        for name in ("tool_choice", "explore_tool_choice"):
+        if self.verify_calls < 0:
+            raise ValueError("verify_calls must be >= 0")
+        for name in ("tool_choice", "explore_tool_choice", "verify_tool_choice"):
             if getattr(self, name) not in TOOL_CHOICES:
                 raise ValueError(f"{name} must be one of {', '.join(TOOL_CHOICES)}, got {getattr(self, name)!r}")
 
     def assistant_choice(self, turn: int) -> str:
-        if self.tool_choice == "first-required":
-            return "required" if turn == 0 else "auto"
-        return self.tool_choice
+        return choice_at(self.tool_choice, turn)
+
+    def verifier_choice(self, turn: int) -> str:
+        return choice_at(self.verify_tool_choice, turn)
+
+
+def choice_at(tool_choice: str, turn: int) -> str:
+    """The OpenAI tool_choice of a turn: "first-required" is "required" on turn 0, "auto" after."""
+    if tool_choice == "first-required":
+        return "required" if turn == 0 else "auto"
+    return tool_choice

@@ -16,6 +16,21 @@ class AgentFailed(Exception):
     """An agent's reply could not be used (e.g. not the JSON asked for); the reason says why."""
 
 
+def as_text(fields: dict) -> dict:
+    """A plan reply with a structured focus ({category, complexity, user_style}) and tagged rules
+    ([{kind, rule}]) as the plan's text fields ("category (complexity, style user)", "[ACCEPT] rule. ...")."""
+    fields = dict(fields)
+    focus = fields.get("focus")
+    if isinstance(focus, dict):
+        category = str(focus.get("category", "")).strip()
+        fields["focus"] = f"{category} ({focus.get('complexity')}, {focus.get('user_style')} user)" if category else ""
+    rules = fields.get("evaluation_rules")
+    if isinstance(rules, list):
+        fields["evaluation_rules"] = " ".join(
+            f"[{r.get('kind')}] {str(r.get('rule', '')).strip().rstrip('.')}." for r in rules)
+    return fields
+
+
 def plan_record(plan_id: str, domain_id: str, stream: str, iteration: int, fields: dict, parent: dict,
                 history: list[dict]) -> dict:
     return new_record(plan_id, parent=parent, domain_id=domain_id, stream=stream, iteration=iteration,
@@ -40,6 +55,8 @@ def plan_problem(fields: dict) -> str | None:
             return f"{key} repeats the instructions instead of planning"
     if not re.search(r"\[(ACCEPT|REJECT)\]", str(fields["evaluation_rules"])):
         return "evaluation_rules has no [ACCEPT] or [REJECT] rule"
+    if re.search(r"\[(ACCEPT|REJECT)\]\s*\.?\s*(\[|$)", str(fields["evaluation_rules"])):
+        return "evaluation_rules has an empty rule"
     return None
 
 
@@ -56,6 +73,7 @@ async def generate_plans(llm: LLMClient, domain: Domain, count: int, *, max_toke
         except StructuredOutputError as exc:
             failed.append(f"plan {index}: {exc}")
             continue
+        fields = as_text(fields)
         problem = plan_problem(fields)
         if problem:
             failed.append(f"plan {index}: {problem}")

@@ -11,21 +11,30 @@ import json
 from astra_toolgraph.prompts import chat, tool_lines
 
 # -- 4.1 diversified plan generation ---------------------------------------------------------------
+# Structured where the plan checks need structure (a focus with a category, tagged rules): the first
+# alternative is what guided decoding writes; a model may also answer with plain text.
+FOCUS_SCHEMA = {"anyOf": [
+    {"type": "object", "required": ["category", "complexity", "user_style"],
+     "properties": {"category": {"type": "string"},
+                    "complexity": {"enum": ["single action", "multi-step", "multi-turn with follow-ups"]},
+                    "user_style": {"enum": ["direct", "vague", "impatient", "detailed"]}}},
+    {"type": "string"}]}
+RULES_SCHEMA = {"anyOf": [
+    {"type": "array", "minItems": 2, "maxItems": 4,
+     "items": {"type": "object", "required": ["kind", "rule"],
+               "properties": {"kind": {"enum": ["ACCEPT", "REJECT"]}, "rule": {"type": "string"}}}},
+    {"type": "string"}]}
 PLAN_SCHEMA = {
     "type": "object",
     "required": ["focus", "synthesis_plan", "evaluation_rules"],
-    "properties": {
-        "focus": {"type": "string"},
-        "synthesis_plan": {"type": "string"},
-        "evaluation_rules": {"type": "string"},
-    },
+    "properties": {"focus": FOCUS_SCHEMA, "synthesis_plan": {"type": "string"}, "evaluation_rules": RULES_SCHEMA},
 }
 
 PLAN_SYSTEM = """You are the meta-planner of a data-synthesis pipeline for customer-service agents that use tools.
 You write one synthesis-evaluation plan pair for one task category of a domain.
-- focus: the task category, in one line (tool-use pattern, complexity tier, user style).
+- focus: the task category, in one line: what the user needs in a few words (the category), its complexity tier and the user's style.
 - synthesis_plan: how to gather information with the tools, which real entities to use, and what the user wants; the task must change the domain's state or ask for a checkable answer.
-- evaluation_rules: the quality rubric for tasks and conversations of this category, one rule per sentence, each starting with [ACCEPT] or [REJECT].
+- evaluation_rules: the quality rubric for tasks and conversations of this category: two to four rules, each an ACCEPT or REJECT with one sentence.
 Reply with a JSON object with the keys focus, synthesis_plan, evaluation_rules."""
 
 
@@ -63,12 +72,27 @@ TASK_SCHEMA = {
 
 
 
-def task_schema(tool_names: list[str]) -> dict:
-    """TASK_SCHEMA with the action names limited to the domain's tools (guided decoding then writes real ones)."""
-    actions = TASK_SCHEMA["properties"]["expected_actions"]
-    item = {**actions["items"], "properties": {**actions["items"]["properties"], "name": {"enum": list(tool_names)}}}
-    properties = {**TASK_SCHEMA["properties"], "expected_actions": {**actions, "items": item}}
-    return {**TASK_SCHEMA, "properties": properties}
+def action_schema(tool: dict) -> dict:
+    """One expected action of `tool`: its name as a const and its JSON-schema parameters, `required` list
+    included (so an action missing a required argument is not a valid reply)."""
+    function = tool["function"]
+    parameters = function.get("parameters") or {}
+    arguments = {"type": "object", "properties": parameters.get("properties") or {},
+                 "required": list(parameters.get("required") or [])}
+    return {"type": "object", "required": ["name", "arguments"],
+            "properties": {"name": {"const": function["name"]}, "arguments": arguments}}
+
+
+def task_schema(tools: list[dict]) -> dict:
+    """TASK_SCHEMA with expected actions as one alternative per domain tool (`anyOf`, tagged by the
+    name), each with that tool's parameters and required arguments; the tools' `$defs` move to the root
+    so their `$ref`s resolve. Guided decoding (vLLM, the embedded server) then writes real tool names
+    with their required arguments."""
+    defs = {name: definition for tool in tools
+            for name, definition in ((tool["function"].get("parameters") or {}).get("$defs") or {}).items()}
+    actions = {"type": "array", "minItems": 1, "items": {"anyOf": [action_schema(tool) for tool in tools]}}
+    schema = {**TASK_SCHEMA, "properties": {**TASK_SCHEMA["properties"], "expected_actions": actions}}
+    return {**schema, "$defs": defs} if defs else schema
 
 
 TASK_WRITE = """Now write the task as JSON with these keys:
@@ -92,10 +116,12 @@ def task_write_message(tools: list[dict]) -> dict:
 
 
 # -- 4.3 task verification -------------------------------------------------------------------------
+# The rationale comes first: a model decoding in order (guided decoding writes the required keys in
+# this order) gives its reasons, then the verdict that follows from them.
 TASK_VERDICT_SCHEMA = {
     "type": "object",
-    "required": ["verdict", "rationale"],
-    "properties": {"verdict": {"enum": ["PASS", "FAIL"]}, "rationale": {"type": "string"}},
+    "required": ["rationale", "verdict"],
+    "properties": {"rationale": {"type": "string"}, "verdict": {"enum": ["PASS", "FAIL"]}},
 }
 
 TASK_VERIFY_SYSTEM = """You verify synthesized customer-service tasks against the evaluation rules below.
@@ -104,16 +130,23 @@ A task passes when it is realistic, the user instruction plus the private inform
 Evaluation rules:
 {evaluation_rules}
 
-Reply with JSON: {{"verdict": "PASS" or "FAIL", "rationale": "why, in one or two sentences"}}."""
+Reply with a JSON object: first "rationale" (what you checked and what you found about this task, in your own words), then "verdict" (PASS or FAIL)."""
+
+TASK_INVESTIGATE = """
+Before your verdict, investigate with the domain's tools (at most {budget} calls; they run in a scratch copy of the domain that starts from its initial state, so changes are discarded): look up the records the task names, check that the expected actions are possible and enough for what the user wants, and that the user instruction plus the private information give the assistant what it must ask for."""
 
 
-def task_verify_messages(plan: dict, task: dict, replay: list[dict]) -> list[dict]:
+def task_verify_messages(plan: dict, task: dict, replay: list[dict], budget: int = 0) -> list[dict]:
+    """The task verifier's prompt; with a tool-call `budget`, it investigates before its verdict."""
     system = TASK_VERIFY_SYSTEM.format(evaluation_rules=plan["evaluation_rules"])
+    if budget:
+        system += TASK_INVESTIGATE.format(budget=budget)
     replay_lines = "\n".join(f"- {step['name']}({json.dumps(step['arguments'], ensure_ascii=False)}) -> "
                              f"{step['observation'][:300]}" for step in replay) or "(no actions)"
     user = (f"User instruction: {task['question']}\nPrivate information: {task['user'].get('private_info', '')}\n"
             f"Specification: {task.get('specification', '')}\nExpected answer: {task.get('expected_answer', '')}\n"
-            f"Expected actions, executed in a fresh environment:\n{replay_lines}\n\nVerdict as JSON:")
+            f"Expected actions, executed in a fresh environment:\n{replay_lines}\n\n"
+            + ("Investigate with the tools." if budget else "Verdict as JSON:"))
     return chat(system, user)
 
 
@@ -125,10 +158,10 @@ Ask for the information you need (such as the user's email or an order id), call
 # -- 4.3 trajectory verification -------------------------------------------------------------------
 TRAJECTORY_VERDICT_SCHEMA = {
     "type": "object",
-    "required": ["verdict", "rationale", "attribution"],
+    "required": ["rationale", "verdict", "attribution"],
     "properties": {
-        "verdict": {"enum": ["SUCCESS", "FAIL"]},
         "rationale": {"type": "string"},
+        "verdict": {"enum": ["SUCCESS", "FAIL"]},
         "attribution": {"enum": ["TASK", "TRAJECTORY", "NONE"]},
     },
 }
@@ -140,7 +173,10 @@ TASK when the task itself is under-specified, contradictory or impossible; TRAJE
 Evaluation rules:
 {evaluation_rules}
 
-Reply with JSON: {{"verdict": "SUCCESS" or "FAIL", "rationale": "why", "attribution": "TASK", "TRAJECTORY" or "NONE" (on SUCCESS)}}."""
+Reply with a JSON object: first "rationale" (what the assistant did and what the state check found, in your own words), then "verdict" (SUCCESS or FAIL), then "attribution" (TASK or TRAJECTORY on FAIL, NONE on SUCCESS)."""
+
+TRAJECTORY_INVESTIGATE = """
+Before your verdict, investigate with the domain's tools (at most {budget} calls; they run in a scratch copy of the domain that starts from the initial state, so changes are discarded): look up the records the task and the conversation name, and find out whether the task was possible as written (if not, the failure is the TASK's) or the assistant went wrong (TRAJECTORY)."""
 
 
 def conversation_lines(messages: list[dict], limit: int = 400) -> str:
@@ -159,14 +195,18 @@ def conversation_lines(messages: list[dict], limit: int = 400) -> str:
     return "\n".join(lines)
 
 
-def trajectory_verify_messages(plan: dict, task: dict, trajectory: dict) -> list[dict]:
+def trajectory_verify_messages(plan: dict, task: dict, trajectory: dict, budget: int = 0) -> list[dict]:
+    """The trajectory verifier's prompt; with a tool-call `budget`, it investigates before its verdict."""
     system = TRAJECTORY_VERIFY_SYSTEM.format(evaluation_rules=plan["evaluation_rules"])
+    if budget:
+        system += TRAJECTORY_INVESTIGATE.format(budget=budget)
     check = trajectory["state_check"]
     diff = json.dumps(check["diff"][:10], ensure_ascii=False) if check["diff"] else "none"
     user = (f"Task specification: {task.get('specification', '')}\nExpected answer: {task.get('expected_answer', '')}"
             f"\n\nConversation:\n{conversation_lines(trajectory['messages'])}\n\nFinal state check: "
             f"{'PASSED' if check['reward'] == 1.0 else 'FAILED'}; differences from the expected state: {diff}\n"
-            f"User ended with: {trajectory.get('user_stop') or 'no stop token'}\n\nVerdict as JSON:")
+            f"User ended with: {trajectory.get('user_stop') or 'no stop token'}\n\n"
+            + ("Investigate with the tools." if budget else "Verdict as JSON:"))
     return chat(system, user)
 
 
@@ -174,11 +214,7 @@ def trajectory_verify_messages(plan: dict, task: dict, trajectory: dict) -> list
 REFLECTION_SCHEMA = {
     "type": "object",
     "required": ["analysis", "synthesis_plan", "evaluation_rules"],
-    "properties": {
-        "analysis": {"type": "string"},
-        "synthesis_plan": {"type": "string"},
-        "evaluation_rules": {"type": "string"},
-    },
+    "properties": {"analysis": {"type": "string"}, "synthesis_plan": {"type": "string"}, "evaluation_rules": RULES_SCHEMA},
 }
 
 REFLECTION_SYSTEM = """You improve a data-synthesis stream from its failures.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from astra_core.llm import LLMClient, StructuredOutputError
 
 from astra_toolgraph.evolve import prompts
-from astra_toolgraph.evolve.plans import AgentFailed, plan_record, plan_problem
+from astra_toolgraph.evolve.plans import AgentFailed, as_text, plan_problem, plan_record
 
 
 def failures_of(tasks: list[dict], trajectories: list[dict], synthesis_failures: list[str] = ()) -> list[dict]:
@@ -45,6 +45,7 @@ async def reflect(llm: LLMClient, plan: dict, tasks: list[dict], trajectories: l
                                          max_tokens=max_tokens)
     except StructuredOutputError as exc:
         raise AgentFailed(f"reflection: {exc}") from None
+    revised = as_text(revised)
     problem = plan_problem({"focus": plan.get("focus") or "the same focus", **revised})
     if problem:
         raise AgentFailed(f"reflection: the revised plan is not a plan: {problem}")

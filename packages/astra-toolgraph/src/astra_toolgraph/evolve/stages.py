@@ -145,15 +145,18 @@ async def tasks_of(plan: dict, config: EvolveCommandConfig, llm, domains: dict) 
 
 @_agent
 async def verified_task(task: dict, config: EvolveCommandConfig, llm, plans: dict, domains: dict) -> dict:
-    """Task records -> the same tasks with `verification: {verdict: PASS|FAIL, rationale, by}` (all kept).
+    """Task records -> the same tasks with `verification: {verdict: PASS|FAIL, rationale, by, investigation?}`
+    (all kept; `investigation`: the tool calls of the verification agent, --verify-calls > 0).
 
     Hand-written tasks (user, expected_actions, expected_answer, no expected_state) are made checkable
     first: their expected actions are replayed in the --domains environment."""
     from astra_toolgraph.evolve.tasks import complete_task, verify_task
 
+    needs_domain = "expected_state" not in task or (config.judge_tasks and config.verify_calls > 0)
+    domain = _lookup(domains, task["server_id"], "domain") if needs_domain else None
     if "expected_state" not in task:
-        task = await complete_task(_lookup(domains, task["server_id"], "domain"), task)
-    return await verify_task(llm, _lookup(plans, task.get("plan_id"), "plan"), task, config)
+        task = await complete_task(domain, task)
+    return await verify_task(llm, _lookup(plans, task.get("plan_id"), "plan"), task, config, domain)
 
 
 async def trajectories_of(task: dict, config: EvolveCommandConfig, llm, user, domains: dict) -> list[dict]:
@@ -170,13 +173,17 @@ async def trajectories_of(task: dict, config: EvolveCommandConfig, llm, user, do
 
 
 @_agent
-async def verified_trajectory(trajectory: dict, config: EvolveCommandConfig, llm, tasks: dict, plans: dict) -> dict:
+async def verified_trajectory(trajectory: dict, config: EvolveCommandConfig, llm, tasks: dict, plans: dict,
+                              domains: dict) -> dict:
     """Trajectory records -> the same with `verification: {verdict: SUCCESS|FAIL, rationale, attribution:
-    TASK|TRAJECTORY|NONE, checker, judge}` (all kept)."""
+    TASK|TRAJECTORY|NONE, checker, judge, investigation?}` (all kept; `investigation`: the tool calls of
+    the verification agent, --verify-calls > 0)."""
     from astra_toolgraph.evolve.trajectories import verify_trajectory
 
     task = _lookup(tasks, trajectory.get("task_id"), "task")
-    return await verify_trajectory(llm, _lookup(plans, task.get("plan_id"), "plan"), task, trajectory, config)
+    agentic = config.judge_trajectories and config.verify_calls > 0
+    domain = _lookup(domains, task["server_id"], "domain") if agentic else None
+    return await verify_trajectory(llm, _lookup(plans, task.get("plan_id"), "plan"), task, trajectory, config, domain)
 
 
 @_agent

@@ -37,7 +37,7 @@ async def run_iteration(llm: LLMClient, user: LLMClient, plan: dict, domain: Dom
     for index in range(config.tasks_per_plan):
         try:
             task = await synthesize_task(llm, plan, domain, index, config)
-            task = await verify_task(llm, plan, task, config)
+            task = await verify_task(llm, plan, task, config, domain)
         except AgentFailed as exc:
             synthesis_failures.append(str(exc))
             result.failures.append({"iteration": k, "stage": "task", "reason": str(exc)})
@@ -47,13 +47,13 @@ async def run_iteration(llm: LLMClient, user: LLMClient, plan: dict, domain: Dom
         for sample in range(config.rollouts_per_task):
             trajectory = await roll_out(llm, user, task, domain, config, sample)
             try:
-                trajectory = await verify_trajectory(llm, plan, task, trajectory, config)
+                trajectory = await verify_trajectory(llm, plan, task, trajectory, config, domain)
             except AgentFailed as exc:
                 result.failures.append({"iteration": k, "stage": "trajectory_verification", "reason": str(exc),
                                         "id": trajectory["id"]})
                 trajectory["verification"] = {"verdict": "FAIL", "rationale": str(exc), "attribution": "TRAJECTORY",
                                               "checker": trajectory["state_check"]["reward"] == 1.0,
-                                              "judge": "unparseable"}
+                                              "judge": "no usable verdict"}
             trajectories.append(trajectory)
     result.tasks += tasks
     result.trajectories += trajectories

@@ -5,8 +5,9 @@ The synthesis agent, guided by the plan's synthesis plan, explores the domain wi
 information, specification, expected actions / answer)`. Its expected actions are replayed in a
 fresh episode: the state they leave is the task's `expected_state`, the checker any trajectory is
 held to (astra-reward's state verifier). The verification agent judges the task against the plan's
-evaluation rules, seeing the replay; a task whose expected actions fail to replay fails before any
-judge is asked.
+evaluation rules, seeing the replay (with `verify_calls` > 0 it first investigates the domain in its
+own tool-calling loop: `astra_toolgraph.evolve.verifier`); a task whose expected actions fail to replay
+fails before any judge is asked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from astra_toolgraph.evolve.agent import tool_turn
 from astra_toolgraph.evolve.config import EvolveConfig
 from astra_toolgraph.evolve.domains import Domain
 from astra_toolgraph.evolve.plans import AgentFailed
+from astra_toolgraph.evolve.verifier import verdict
 
 
 def _as_text(value) -> str:
@@ -53,8 +55,7 @@ async def synthesize_task(llm: LLMClient, plan: dict, domain: Domain, index: int
                 break
     messages.append(prompts.task_write_message(domain.tools))
     try:
-        schema = prompts.task_schema([t["function"]["name"] for t in domain.tools])
-        fields, _ = await llm.chat_json(messages, schema, name="task", attempts=2,
+        fields, _ = await llm.chat_json(messages, prompts.task_schema(domain.tools), name="task", attempts=2,
                                         max_tokens=config.max_tokens)
     except StructuredOutputError as exc:
         raise AgentFailed(f"task synthesis: {exc}") from None
@@ -100,11 +101,14 @@ def precheck(task: dict) -> str | None:
     return None
 
 
-async def verify_task(llm: LLMClient | None, plan: dict, task: dict, config: EvolveConfig) -> dict:
-    """The task with `verification: {verdict: PASS|FAIL, rationale, by}` added.
+async def verify_task(llm: LLMClient | None, plan: dict, task: dict, config: EvolveConfig,
+                      domain: Domain | None = None) -> dict:
+    """The task with `verification: {verdict: PASS|FAIL, rationale, by, investigation?}` added.
 
-    by = "precheck" (the executable pre-check failed), "judge" (the verification agent's verdict),
-    or "precheck-only" (no judge asked). Raises AgentFailed when the judge's reply does not parse.
+    by = "precheck" (the executable pre-check failed), "judge" (one verification call over the replay),
+    "agent" (the verification agent investigated `domain` with up to `config.verify_calls` tool calls
+    first; `investigation` holds every call) or "precheck-only" (no judge asked). Raises AgentFailed
+    when the verdict does not parse.
     """
     problem = precheck(task)
     if problem is not None:
@@ -112,11 +116,11 @@ async def verify_task(llm: LLMClient | None, plan: dict, task: dict, config: Evo
     elif llm is None or not config.judge_tasks:
         verification = {"verdict": "PASS", "rationale": "expected actions replay without error", "by": "precheck-only"}
     else:
-        messages = prompts.task_verify_messages(plan, task, task["synthesis"]["replay"])
-        try:
-            verdict, _ = await llm.chat_json(messages, prompts.TASK_VERDICT_SCHEMA, name="task_verdict", attempts=2,
-                                             max_tokens=config.max_tokens)
-        except StructuredOutputError as exc:
-            raise AgentFailed(f"task verification: {exc}") from None
-        verification = {"verdict": verdict["verdict"], "rationale": str(verdict["rationale"]).strip(), "by": "judge"}
+        messages = prompts.task_verify_messages(plan, task, task["synthesis"]["replay"], config.verify_calls)
+        judged, investigation = await verdict(llm, messages, prompts.TASK_VERDICT_SCHEMA, "task_verdict", domain,
+                                              config)
+        verification = {"verdict": judged["verdict"], "rationale": str(judged["rationale"]).strip(),
+                        "by": "agent" if investigation else "judge"}
+        if investigation:
+            verification["investigation"] = investigation
     return {**task, "verification": verification}

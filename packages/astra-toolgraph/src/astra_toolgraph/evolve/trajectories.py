@@ -12,7 +12,7 @@ attribution; a trajectory succeeds only when the checker passes and the agent ag
 
 from __future__ import annotations
 
-from astra_core.llm import LLMClient, StructuredOutputError
+from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 from astra_core.users import UserProfile, simulate_user
 from astra_reward import contains_answer, state_reward
@@ -21,7 +21,7 @@ from astra_toolgraph.evolve import prompts
 from astra_toolgraph.evolve.agent import tool_turn
 from astra_toolgraph.evolve.config import EvolveConfig
 from astra_toolgraph.evolve.domains import Domain
-from astra_toolgraph.evolve.plans import AgentFailed
+from astra_toolgraph.evolve.verifier import verdict
 
 
 def check_trajectory(task: dict, final_state: dict, messages: list[dict]) -> dict:
@@ -78,8 +78,9 @@ async def roll_out(agent: LLMClient, user: LLMClient, task: dict, domain: Domain
 
 
 async def verify_trajectory(llm: LLMClient | None, plan: dict, task: dict, trajectory: dict,
-                            config: EvolveConfig) -> dict:
-    """The trajectory with `verification: {verdict, rationale, attribution, checker, judge?}`."""
+                            config: EvolveConfig, domain: Domain | None = None) -> dict:
+    """The trajectory with `verification: {verdict, rationale, attribution, checker, judge?, investigation?}`
+    (`investigation`: every tool call the agent made in `domain` first, when `config.verify_calls` > 0)."""
     check = trajectory["state_check"]
     passed = check["reward"] == 1.0
     checker_rationale = ("the final state matches the expected state" if passed else
@@ -89,12 +90,9 @@ async def verify_trajectory(llm: LLMClient | None, plan: dict, task: dict, traje
         verification = {"verdict": "SUCCESS" if passed else "FAIL", "rationale": checker_rationale,
                         "attribution": "NONE" if passed else "TRAJECTORY", "checker": passed}
         return {**trajectory, "verification": verification}
-    try:
-        judged, _ = await llm.chat_json(prompts.trajectory_verify_messages(plan, task, trajectory),
-                                        prompts.TRAJECTORY_VERDICT_SCHEMA, name="trajectory_verdict", attempts=2,
-                                        max_tokens=config.max_tokens)
-    except StructuredOutputError as exc:
-        raise AgentFailed(f"trajectory verification: {exc}") from None
+    messages = prompts.trajectory_verify_messages(plan, task, trajectory, config.verify_calls)
+    judged, investigation = await verdict(llm, messages, prompts.TRAJECTORY_VERDICT_SCHEMA, "trajectory_verdict",
+                                          domain, config)
     success = passed and judged["verdict"] == "SUCCESS"
     attribution = "NONE" if success else (judged["attribution"] if judged["attribution"] != "NONE" else "TRAJECTORY")
     rationale = str(judged["rationale"]).strip()
@@ -102,4 +100,6 @@ async def verify_trajectory(llm: LLMClient | None, plan: dict, task: dict, traje
         rationale = f"{checker_rationale}. {rationale}".strip()
     verification = {"verdict": "SUCCESS" if success else "FAIL", "rationale": rationale, "attribution": attribution,
                     "checker": passed, "judge": judged["verdict"]}
+    if investigation:
+        verification["investigation"] = investigation
     return {**trajectory, "verification": verification}
