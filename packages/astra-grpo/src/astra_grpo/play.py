@@ -37,8 +37,11 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
         pool = pool or open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                          call_timeout_s=config.sandbox_call_timeout_s).__enter__()
         user_simulator = make_user_simulator(config, None)
+        from astra_grpo.tau2 import Tau2Pool
+
+        tau2 = Tau2Pool(config.tau2_python, lazy=True)  # its worker starts at the first tau2 sample
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=user_simulator)
+                               user_simulator=user_simulator, tau2=tau2)
         pending: list[dict] = []
 
         def flush() -> None:
@@ -81,6 +84,7 @@ def play_stage(config: GRPOConfig, options: StageOptions, *, group_size: int = 1
                     flush()
             flush()
         finally:
+            tau2.close()
             if own_pool:
                 pool.__exit__(None, None, None)
             if user_simulator is not None:

