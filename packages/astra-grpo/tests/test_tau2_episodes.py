@@ -126,3 +126,80 @@ def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_samp
         runner.engine.reply = scripted
         [again] = runner.play([retail_sample], group_size=1)  # a new worker serves the next episodes
         assert again.episodes[0].reward == 1.0
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_8k(tmp_path_factory):
+    """A random-init tiny Llama (SmolLM2's tokenizer) with room for tau2 retail's ~5.2k-token prompt."""
+    from transformers import AutoModelForCausalLM
+    from grpo_support import tiny_config
+
+    import torch
+
+    directory = tmp_path_factory.mktemp("tiny-llama-8k")
+    config = tiny_config("llama")
+    config.max_position_embeddings = 8192
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").save_pretrained(directory)
+    load_tokenizer().save_pretrained(directory)
+    return directory
+
+
+def test_grpo_trains_a_step_on_tau2_retail(tau2, retail_sample, recorded_llm, tiny_llama_8k, tmp_path,
+                                           fresh_accelerate_state):
+    """`astra-grpo train` on a tau2 sample: the random-init policy writes no tool calls, so every turn goes to
+    the (recorded) user simulator, which stops; tau2's evaluator scores the untouched database 0 (the task
+    wants an exchange). No sandbox is opened; the tau2 worker plays the environment."""
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    server = recorded_llm(replies=["###STOP###"] * 4)
+    samples = tmp_path / "rl.jsonl"
+    samples.write_text(json.dumps(retail_sample) + "\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(tiny_llama_8k), "--max-turns", "2",
+        "--max-new-tokens", "8", "--max-prompt-length", "8192", "--max-response-length", "256",
+        "--output-dir", str(out), "--max-steps", "1", "--batch-size", "1", "--mini-batch-size", "1",
+        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
+        "--user-base-url", server.base_url, "--user-max-tokens", "16", "--no-sandbox-jail",
+        "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert row["step"] == 1 and row["abf/capped"] == 1.0  # two rewards of 0: no signal, the batch was topped up
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2
+    for rollout in rollouts:
+        assert rollout["finish_reason"] == "user_stop" and rollout["user_stop"] == "###STOP###", rollout.get("error")
+        assert rollout["reward"] == 0.0 and rollout["reward_components"]["db_match"] is False
+    assert (out / "final" / "config.json").exists()
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_on_tau2_retail_with_the_embedded_model(tau2, embedded_llm, tmp_path, fresh_accelerate_state):
+    """Nothing recorded: SmolLM2-135M-Instruct is the policy (in the trainer) and, served by `astra-core serve`,
+    the user simulator; two tau2 retail tasks, the user opening with the task's reason for the call."""
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    samples = tmp_path / "rl.jsonl"
+    result = CliRunner().invoke(main, ["tau2-samples", "retail", "--limit", "2", "--opening", "reason",
+                                       "-o", str(samples)])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--max-turns", "2", "--max-new-tokens", "24",
+        "--max-prompt-length", "8192", "--max-response-length", "512", "--output-dir", str(out), "--max-steps", "2",
+        "--batch-size", "1", "--mini-batch-size", "1", "--group-size", "2", "--micro-batch-size", "1",
+        "--abf-max-rounds", "1", "--report-to", "", "--user-base-url", embedded_llm, "--user-max-tokens", "24",
+        "--max-user-turns", "1", "--save-state-steps", "0", "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 4 and {r["step"] for r in rollouts} == {1, 2}
+    for rollout in rollouts:
+        assert rollout["finish_reason"] != "error", rollout.get("error")
+        assert rollout["reward"] in (0.0, 1.0) and "termination" in rollout["reward_components"]
+        assert any(m["role"] == "assistant" for m in rollout["messages"])
+    assert (out / "final" / "model.safetensors").exists()
