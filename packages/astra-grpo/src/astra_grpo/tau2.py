@@ -261,3 +261,51 @@ def opening_message(task: dict, simulator=None) -> str:
         return task["user"]["instruction"]
     turn = simulator.reply(task["user"], [])
     return turn.content
+
+
+# -- oracle conversations: user-model SFT data on tau2 tasks ---------------------------------------------
+
+ASK_IDENTITY = "I can help with that. First, please tell me who you are: your name and zip code, or your email."
+ANYTHING_ELSE = "Is there anything else I can help you with?"
+
+
+def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str = "base") -> dict:
+    """A `trajectory` record of one tau2 task played right, for the user model's SFT data (AReaL-SEA §5):
+    the user opens with the task's reason for the call, the assistant asks who the user is and the user
+    answers with what it knows, the assistant makes the task's gold calls (executed in a live tau2
+    environment), reports what it did and what the task expects said, and the user ends with ###STOP###.
+    tau2's evaluator scores it; `verification.verdict` is SUCCESS only at reward 1 (what
+    `astra-toolgraph evolve export-user-sft` exports). The user's turns are templates over the task's own
+    text: they teach when to stop, not how to talk."""
+    from astra_core.records import new_record
+    from astra_core.users import STOP
+
+    profile = task["user"]
+    known = (profile.get("private_info") or {}).get("known_info") if isinstance(profile.get("private_info"), dict) else ""
+    messages = [{"role": "system", "content": task["system"]},
+                {"role": "user", "content": f"Hi! {profile['instruction']}"},
+                {"role": "assistant", "content": ASK_IDENTITY},
+                {"role": "user", "content": f"Sure. {known or 'I am not sure what you need.'}"}]
+    spec = {"domain": domain, "task_id": task["id"], "split": split}
+    done = []
+    with pool.session(spec) as session:
+        for index, action in enumerate(task["gold_actions"]):
+            call_id = f"call_{index}"
+            messages.append({"role": "assistant", "content": "", "tool_calls": [{
+                "id": call_id, "type": "function",
+                "function": {"name": action["name"], "arguments": json.dumps(action["arguments"])}}]})
+            result = session.call(action["name"], action["arguments"], call_id)
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": action["name"], "content": result.output})
+            if not action["name"].startswith(("get_", "find_", "list_", "search_", "calculate")):
+                done.append(action["name"].replace("_", " "))
+        summary = f"Done: {', '.join(done)}." if done else "I have looked into it."
+        told = " ".join(task.get("communicate_info") or [])
+        messages.append({"role": "assistant", "content": f"{summary} {told} {ANYTHING_ELSE}".replace("  ", " ")})
+        messages.append({"role": "user", "content": STOP})
+        result = session.evaluate(messages, "user_stop")
+    verdict = "SUCCESS" if result["reward"] == 1.0 else "FAIL"
+    record = new_record(f"tau2-{domain}-{task['id']}/oracle", task_id=f"tau2-{domain}-{task['id']}",
+                        messages=messages[:-1], tools=task["tools"], user=profile, user_stop=STOP,
+                        verification={"verdict": verdict, "by": "tau2 evaluate_simulation",
+                                      "rationale": f"tau2 reward {result['reward']}"})
+    return record

@@ -9,7 +9,8 @@ orchestrator sets it): a reset costs one database load (~0.2 s for retail), the 
 is paid once per worker. Requests and replies are one JSON object per line on stdin/stdout:
 
     {"op": "tasks", "domain": "retail", "split": "base", "ids": [...]?, "limit": N?}
-        -> {"tasks": [{id, system, tools, user: {instruction, private_info}, reward_basis}]}
+        -> {"tasks": [{id, system, tools, user: {instruction, private_info}, reward_basis, gold_actions,
+                       communicate_info}]}
     {"op": "open", "domain": "retail", "task_id": "0"}      -> {"session": 3}
     {"op": "call", "session": 3, "id": "c1", "name": "...", "arguments": {...}}
         -> {"content": "...", "tool_error": false}   (tau2's `Environment.get_response`, as the orchestrator calls it)
@@ -73,8 +74,11 @@ class Worker:
         out = []
         for task in chosen[:limit]:
             criteria = task.evaluation_criteria
+            actions = [{"name": a.name, "arguments": a.arguments} for a in (criteria.actions or [])
+                       if a.requestor == "assistant"] if criteria else []
             out.append({"id": task.id, "system": system, "tools": tools, "user": user_profile(task),
-                        "reward_basis": [str(getattr(b, "value", b)) for b in (criteria.reward_basis if criteria else [])]})
+                        "reward_basis": [str(getattr(b, "value", b)) for b in (criteria.reward_basis if criteria else [])],
+                        "gold_actions": actions, "communicate_info": list(criteria.communicate_info or []) if criteria else []})
         return {"tasks": out}
 
     # -- live environments ---------------------------------------------------------------------------
