@@ -128,6 +128,41 @@ def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_samp
         assert again.episodes[0].reward == 1.0
 
 
+
+def test_an_oracle_conversation_scores_1_and_becomes_user_model_sft_data(tau2):
+    """tau2-oracle's conversations: the gold calls run in a live environment, tau2's evaluator accepts them, and
+    astra-toolgraph's export-user-sft turns them into the user's side ending with ###STOP###."""
+    from astra_grpo.tau2 import oracle_conversation
+    from astra_toolgraph.evolve.export import user_sft_record
+
+    [task] = tau2.tasks("retail", ids=["2"])  # return three items; the task expects "10" (t-shirt options) said
+    record = oracle_conversation(tau2, "retail", task)
+    assert record["verification"]["verdict"] == "SUCCESS" and record["user_stop"] == "###STOP###"
+    assert "10" in record["messages"][-1]["content"]
+    sft = user_sft_record(record)
+    assert [m["role"] for m in sft["messages"]] == ["system", "user", "assistant", "user", "assistant", "user",
+                                                   "assistant"]
+    assert sft["messages"][-1]["content"] == "###STOP###" and "###STOP###" not in sft["messages"][4]["content"]
+    told = dict(task, communicate_info=[])  # the same calls, but the count is never said: COMMUNICATE fails
+    assert oracle_conversation(tau2, "retail", told)["verification"]["verdict"] == "FAIL"
+
+
+def test_tau2_samples_open_with_the_user_simulators_first_reply(recorded_llm, tmp_path):
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    server = recorded_llm(replies=["Hi, I want to exchange a keyboard.", "###STOP###"])
+    out = tmp_path / "rl.jsonl"
+    result = CliRunner().invoke(main, ["tau2-samples", "retail", "--ids", "0,1", "--user-base-url", server.base_url,
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    [sample] = [json.loads(line) for line in out.read_text().splitlines()]  # task 1's user only stopped: skipped
+    assert sample["messages"][1] == {"role": "user", "content": "Hi, I want to exchange a keyboard."}
+    assert sample["environment"] == {"tau2": {"domain": "retail", "task_id": "0", "split": "base"}}
+    assert sample["reward"]["kind"] == "tau2" and "<policy>" in sample["messages"][0]["content"]
+    assert server.requests[0]["messages"][1]["content"] == "Hi! How can I help you today?"
+
+
 @pytest.fixture(scope="module")
 def tiny_llama_8k(tmp_path_factory):
     """A random-init tiny Llama (SmolLM2's tokenizer) with room for tau2 retail's ~5.2k-token prompt."""
