@@ -70,7 +70,7 @@ echo "evolve: the trained user model serves at $USER_URL"
 astra-grpo tau2-samples retail --ids 0 --user-base-url "$USER_URL" --user-max-tokens 32 -o "$E/tau2_rl.jsonl"
 [ -s "$E/tau2_rl.jsonl" ] || astra-grpo tau2-samples retail --ids 0 --opening reason -o "$E/tau2_rl.jsonl"  # it only stopped
 POLICY="$OUT/grpo/sft/final"; [ -d "$POLICY" ] || POLICY=""
-OMP_NUM_THREADS=1 astra-grpo train "$E/tau2_rl.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} \
+OMP_NUM_THREADS=1 astra-grpo train "$E/tau2_rl.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} --gradient-checkpointing \
   --output-dir "$E/grpo_tau2" --batch-size 1 --group-size 2 --mini-batch-size 1 --micro-batch-size 1 --max-steps 1 \
   --max-turns 2 --max-new-tokens 16 --max-prompt-length 8192 --max-response-length 256 --abf-max-rounds 1 \
   --user-base-url "$USER_URL" --user-max-tokens 16 --max-user-turns 1 --save-state-steps 0 \

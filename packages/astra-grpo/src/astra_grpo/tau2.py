@@ -69,8 +69,11 @@ class Tau2Worker:
     def __init__(self, python: str | None = None, *, start_timeout_s: float = 300.0):
         self.python = tau2_python(python)
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        self.process = subprocess.Popen([self.python, "-P", str(worker_script())], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=None, text=True, bufsize=1, env=env)
+        try:
+            self.process = subprocess.Popen([self.python, "-P", str(worker_script())], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=None, text=True, bufsize=1, env=env)
+        except OSError as exc:
+            raise Tau2Error(f"cannot start the tau2 worker with {self.python}: {exc}") from exc
         self.start_timeout_s = start_timeout_s
         self._ready = False
         self._lock = threading.Lock()
