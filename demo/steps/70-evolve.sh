@@ -1,7 +1,8 @@
 # AReaL-SEA on the bundled shop domain (an astra-sandbox environment): the self-evolving engine on the
 # embedded SmolLM2 (plans -> tasks with executable checkers -> task verification -> rollouts with the
 # user simulator -> trajectory verification with TASK/TRAJECTORY attribution -> reflection), user-model
-# SFT data, and one GRPO step whose episodes talk to the user simulator (state reward).
+# SFT data, the user model trained on it, and one GRPO step on tau2 retail whose episodes talk to that
+# trained user simulator (tau2's own evaluator as the reward).
 # A tiny model writes poor plans and tasks: this shows the path and the audit trail, not quality.
 E="$OUT/evolve"
 mkdir -p "$E"
@@ -59,20 +60,38 @@ astra-toolgraph evolve rollout "$E/seed_verified.jsonl" --domains "$E/domain.jso
 astra-toolgraph evolve verify "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
   --no-judge-trajectories -o "$E/seed_verified_trajectories.jsonl"
 # The user model's SFT data: accepted (SUCCESS) trajectories only; the others go to the rejects with their verdict.
-astra-toolgraph evolve export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" -o "$E/user_sft.jsonl" \
-  --rejects "$E/rejects.user_sft.jsonl"
-[ -s "$E/user_sft.jsonl" ] || echo "no trajectory was accepted: the user-model SFT file is empty (the tiny model's conversations failed their checks)"
+# The tiny model's own conversations rarely pass their checks, so tau2 retail tasks played right join them: the
+# task's gold calls in a live tau2 environment between templated user turns, kept when tau2's evaluator scores 1.
+astra-grpo tau2-oracle retail --limit 8 -o "$E/tau2_oracle.jsonl"
+astra-toolgraph evolve export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" "$E/tau2_oracle.jsonl" \
+  -o "$E/user_sft.jsonl" --rejects "$E/rejects.user_sft.jsonl"
 astra-toolgraph evolve export-rl "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" -o "$E/rl_samples.jsonl"
 
-# 4. GRPO with the user simulator (the embedded server plays the user; the policy is the SFT model of
-#    step 50): one step, 1 prompt x 2 rollouts, binary state reward, Adaptive Batch Filling.
+# 4. The user model (AReaL-SEA §5: fine-tuned before RL so that it follows its instruction and stops when it is
+#    fulfilled): a tiny SFT of SmolLM2 on the user-side data, served by `astra-core serve` from its local path.
+OMP_NUM_THREADS=1 astra-grpo sft "$E/user_sft.jsonl" --config sft_tiny_cpu.yaml --max-steps 2 --report-to none \
+  --output-dir "$E/user_model"
+rm -f "$E/user_model.port"
+astra-core serve --model "$E/user_model/final" --port 0 --port-file "$E/user_model.port" 2>"$E/user_model.log" &
+user_pid=$!
+trap 'kill $user_pid 2>/dev/null || true; kill ${server_pid:-} 2>/dev/null || true' EXIT
+for _ in $(seq 600); do [ -s "$E/user_model.port" ] && break; kill -0 $user_pid || { cat "$E/user_model.log"; exit 1; }; sleep 0.2; done
+USER_URL="http://127.0.0.1:$(cat "$E/user_model.port")/v1"
+echo "evolve: the trained user model serves at $USER_URL"
+
+# 5. GRPO on tau2 retail with the trained user simulator (the policy is the SFT model of step 50): tau2 task 0
+#    (the user opens with the trained model's first message), one step, 1 prompt x 2 rollouts, each in a fresh
+#    tau2 environment (the tau2 worker in .venv-tau2), reward = tau2's evaluate_simulation (DB x communicate),
+#    Adaptive Batch Filling.
+astra-grpo tau2-samples retail --ids 0 --user-base-url "$USER_URL" --user-max-tokens 32 -o "$E/tau2_rl.jsonl"
+[ -s "$E/tau2_rl.jsonl" ] || astra-grpo tau2-samples retail --ids 0 --opening reason -o "$E/tau2_rl.jsonl"  # it only stopped
 POLICY="$OUT/grpo/sft/final"; [ -d "$POLICY" ] || POLICY=""
-head -1 "$E/rl_samples.jsonl" > "$E/rl_data.jsonl"
-OMP_NUM_THREADS=1 astra-grpo train "$E/rl_data.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} \
-  --output-dir "$E/grpo" --batch-size 1 --group-size 2 --mini-batch-size 1 --micro-batch-size 2 --max-steps 1 \
-  --max-turns 2 --max-new-tokens 16 --max-response-length 256 --abf-max-rounds 1 --sandbox-pool-size 2 \
-  --user-base-url "$ASTRA_LLM_BASE_URL" --user-max-tokens 16 --max-user-turns 1 --save-state-steps 0 \
-  --rollouts-out "$E/grpo_rollouts.jsonl"
+OMP_NUM_THREADS=1 astra-grpo train "$E/tau2_rl.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} --gradient-checkpointing \
+  --output-dir "$E/grpo_tau2" --batch-size 1 --group-size 2 --mini-batch-size 1 --micro-batch-size 1 --max-steps 1 \
+  --max-turns 2 --max-new-tokens 16 --max-prompt-length 8192 --max-response-length 256 --abf-max-rounds 1 \
+  --user-base-url "$USER_URL" --user-max-tokens 16 --max-user-turns 1 --save-state-steps 0 \
+  --rollouts-out "$E/grpo_tau2_rollouts.jsonl"
+kill $user_pid 2>/dev/null || true
 
 python - "$E" <<'PY'
 import json, sys
@@ -97,6 +116,10 @@ print(f"evolve: verified by their agents (besides the checker-only seed path): {
       f"task(s) PASS, {sum(t['verification']['verdict'] == 'SUCCESS' for t in trajectories)} of {len(trajectories)} "
       "trajectory(ies) SUCCESS")
 print(f"evolve: {len(read('user_sft.jsonl'))} user-model SFT records, {len(read('rl_samples.jsonl'))} rl_samples")
-for r in read("grpo_rollouts.jsonl"):
-    print(f"evolve: grpo rollout {r['id']}: reward {r['reward']}, {r['user_turns']} user turn(s), finish {r['finish_reason']}")
+print(f"evolve: {len(read('tau2_oracle.jsonl'))} tau2 retail conversations played right "
+      f"({sum(t['verification']['verdict'] == 'SUCCESS' for t in read('tau2_oracle.jsonl'))} scored 1 by tau2)")
+for r in read("grpo_tau2_rollouts.jsonl"):
+    c = r["reward_components"]
+    print(f"evolve: tau2 grpo rollout {r['id']}: reward {r['reward']} (tau2: db match {c.get('db_match')}, "
+          f"{c.get('termination')}), {r['user_turns']} user turn(s), user stop {r['user_stop']}, finish {r['finish_reason']}")
 PY

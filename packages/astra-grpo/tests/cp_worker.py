@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-
 from astra_grpo.config import GRPOConfig, SFTConfig, load_config
 from astra_grpo.context_parallel.attention import CPAttention, enable
 from astra_grpo.context_parallel.forward import shard

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import torch
-
 from astra_grpo.config import GRPOConfig, SFTConfig, load_config
 from astra_grpo.grpo import _update as grpo_update
 from astra_grpo.runtime import make_accelerator, world_size

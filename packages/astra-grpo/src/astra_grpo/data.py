@@ -29,7 +29,13 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
         raise bad("messages", "the prompt needs a user message")
     if messages[-1]["role"] == "assistant":
         raise bad(f"messages[{len(messages) - 1}]", "the prompt must not end with an assistant turn")
-    if not record["environment"]["code"].strip():
+    environment = record["environment"]
+    if "tau2" in environment:
+        from astra_grpo.tau2 import DOMAINS
+
+        if environment["tau2"]["domain"] not in DOMAINS:
+            raise bad("environment.tau2.domain", f"not a tau2 domain ({' | '.join(DOMAINS)})")
+    elif not environment["code"].strip():
         raise bad("environment.code", "empty environment code")
     for index, tool in enumerate(record["tools"]):
         if not isinstance(tool["function"].get("name"), str):
@@ -39,6 +45,8 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
         raise bad("job", f"the {kind} reward needs a non-empty job (sub-Q-A pairs)")
     if kind == "state" and not isinstance(record["reward"].get("expected_state"), dict):
         raise bad("reward.expected_state", "the state reward needs an expected_state object")
+    if (kind == "tau2") != ("tau2" in environment):
+        raise bad("reward.kind", "the tau2 reward is for tau2 environments (environment.tau2), and only it scores them")
 
 
 def check_trajectory(record: dict) -> None:

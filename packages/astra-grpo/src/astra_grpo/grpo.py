@@ -136,9 +136,12 @@ def split_by_prompt_length(samples: list[dict], renderer: ChatRenderer, limit: i
 
 
 def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, rejects: str | None = None,
-               pool=None, reward_fn: RewardFn | None = None, on_step: Callable[[int], None] | None = None) -> Path:
+               pool=None, reward_fn: RewardFn | None = None, on_step: Callable[[int], None] | None = None,
+               tau2=None) -> Path:
     """Train; returns the directory of the final weights. `pool`: environment sessions (default: a
-    jailed astra-sandbox SessionPool); `reward_fn`: episode -> (reward, components) (default: astra-reward)."""
+    jailed astra-sandbox SessionPool); `tau2`: sessions on tau2 domains for samples with `environment.tau2`
+    (default: an astra_grpo.tau2.Tau2Pool); `reward_fn`: episode -> (reward, components) (default:
+    astra-reward, or tau2's evaluator for tau2 samples)."""
     world = world_size()
     accumulation = config.accumulation_steps(data_parallel_size(config))
     accelerator = make_accelerator(config, accumulation)
@@ -191,16 +194,21 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     with contextlib.ExitStack() as stack:
         progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
                                                 initial=step))
-        if pool is None:
+        on_tau2 = [sample for sample in samples if "tau2" in sample["environment"]]
+        if pool is None and len(on_tau2) < len(samples):
             from astra_grpo.environments import open_sandbox_pool
 
             pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                                          call_timeout_s=config.sandbox_call_timeout_s))
+        if tau2 is None and on_tau2:
+            from astra_grpo.tau2 import Tau2Pool
+
+            tau2 = stack.enter_context(Tau2Pool(config.tau2_python))
         user_simulator = make_user_simulator(config, samples)
         if user_simulator is not None:
             stack.enter_context(user_simulator)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=user_simulator)
+                               user_simulator=user_simulator, tau2=tau2)
 
         def rollout_round(rolled: list[Group]) -> list[Group]:
             """`batch_size` new groups, played on every process's share and gathered everywhere."""

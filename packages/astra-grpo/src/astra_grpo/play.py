@@ -29,7 +29,7 @@ class Player:
         self.config = config
         self._pool, self._own_pool = pool, pool is None
         self._reward_fn = reward_fn
-        self._runner = self._renderer = self._user = None
+        self._runner = self._renderer = self._user = self._tau2 = None
         self.rewards: list[float] = []
         self.turns: list[int] = []
         self.calls = self.malformed = self.errors = 0
@@ -64,8 +64,11 @@ class Player:
             self._pool = open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                            call_timeout_s=config.sandbox_call_timeout_s).__enter__()
         self._user = make_user_simulator(config, None)
+        from astra_grpo.tau2 import Tau2Pool
+
+        self._tau2 = Tau2Pool(config.tau2_python, lazy=True)  # its worker starts at the first tau2 sample
         self._runner = EpisodeRunner(engine, self._renderer, self._pool, rollout_settings(config), self._reward_fn,
-                                     user_simulator=self._user)
+                                     user_simulator=self._user, tau2=self._tau2)
 
     def check(self, record: dict) -> None:
         """RecordError unless the sample can be played: its content, and a prompt within max_prompt_length."""
@@ -110,6 +113,9 @@ class Player:
                 "episodes ended in an error": self.errors}
 
     def close(self) -> None:
+        if self._tau2 is not None:
+            self._tau2.close()
+            self._tau2 = None
         if self._own_pool and self._pool is not None:
             self._pool.__exit__(None, None, None)
             self._pool = None

