@@ -100,7 +100,9 @@ def load_policy(config: TrainConfig):
 
         enable(model, config.context_parallel_size)
     if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers renamed it; the old name warns that it goes away (both exist in the versions we allow)
+        enable_checkpointing = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable_checkpointing()
     model.train()
     return model, tokenizer
 
