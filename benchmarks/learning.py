@@ -14,7 +14,6 @@ run. Settings, command and commit are written to OUT/config.learning.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -24,37 +23,25 @@ from pathlib import Path
 from learning_recipe import (
     Recipe,
     cached_evaluate,
+    command_line,
     grpo_seconds,
-    held_out_ids,
     load_average,
     open_pool,
     paired_interval,
     plot_curves,
-    quiet_libraries,
+    prepare,
     run_arm,
-    samples_with,
     sft_once,
-    split,
     write_config,
 )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="out/learning")
-    Recipe.add_arguments(parser)
-    args = parser.parse_args()
-    recipe = Recipe.from_args(args)
-    out = Path(args.out)
+    recipe, out = command_line(__doc__)
     write_config(out, "learning", {"sft+grpo": recipe})
-    quiet_libraries(recipe.threads)
     started = time.time()
-
-    samples, gold = samples_with(out / "data", recipe, recipe.mixing)
-    held = held_out_ids(samples, recipe)
-    train, held_out, gold_train = split(samples, gold, held)
-    if recipe.eval_mixing != recipe.mixing:
-        held_out = split(*samples_with(out / "data", recipe, recipe.eval_mixing), held)[1]
+    data = prepare(out / "data", recipe)
+    train, held_out, gold_train, held = data.train, data.held_out, data.gold_train, data.held
     print(f"data: {len(train)} training samples ({recipe.mixing} distractors), {len(held_out)} held-out "
           f"({recipe.eval_mixing} distractors), {len(gold_train)} gold trajectories for SFT "
           f"(programmatic KB, max {recipe.max_hops} hops)")

@@ -13,26 +13,21 @@ a killed run.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 from learning_recipe import (
-    Recipe,
     cached_evaluate,
+    command_line,
     grpo_seconds,
-    held_out_ids,
     load_average,
     open_pool,
     paired_interval,
     plot_curves,
-    quiet_libraries,
+    prepare,
     run_arm,
-    samples_with,
     sft_once,
-    split,
     write_config,
 )
 
@@ -40,29 +35,20 @@ MIXINGS = ("none", "random", "bands")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="out/learning")
-    Recipe.add_arguments(parser, eval_mixing="bands")
-    args = parser.parse_args()
-    base = Recipe.from_args(args)
+    base, out = command_line(__doc__, eval_mixing="bands")
     arms = {mixing: dataclasses.replace(base, mixing=mixing) for mixing in MIXINGS}
-    out = Path(args.out)
     write_config(out, "learning_mixing", arms)
-    quiet_libraries(base.threads)
-
     # SFT is the one of learning.py (gold trajectories of the training samples, its mixing); each arm
-    # trains on the same samples with its own distractors.
-    samples, gold = samples_with(out / "data", base, base.mixing)
-    held = held_out_ids(samples, base)
-    _, _, gold_train = split(samples, gold, held)
-    held_out = split(*samples_with(out / "data", base, base.eval_mixing), held)[1]
+    # trains on the same samples with its own distractors, every arm is evaluated on banded held-out samples.
+    data = prepare(out / "data", base)
+    held_out, gold_train, held = data.held_out, data.gold_train, data.held
     cache = out / "evaluations.json"
     runs, finals, curves = {}, {}, {}
     with open_pool(base) as pool:
         sft_dir = sft_once(out / "sft", gold_train, held, base)
         sft = cached_evaluate(sft_dir, held_out, base, pool, cache)
         for mixing, recipe in arms.items():
-            train = split(*samples_with(out / "data", base, mixing), held)[0]
+            train = prepare(out / "data", recipe).train
             runs[mixing], finals[mixing], curves[mixing] = run_arm(
                 out, sft_dir, sft, train, held_out, recipe, pool, cache)
 

@@ -71,6 +71,36 @@ class Recipe:
         return cls(**{**values, **overrides})
 
 
+def command_line(doc: str, **defaults) -> tuple[Recipe, Path]:
+    """(the recipe of the flags, OUT) of a learning script; every flag is a Recipe field plus --out.
+    Also silences known library noise and sets torch's threads."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="out/learning")
+    Recipe.add_arguments(parser, **defaults)
+    args = parser.parse_args()
+    recipe = Recipe.from_args(args)
+    quiet_libraries(recipe.threads)
+    return recipe, Path(args.out)
+
+
+@dataclass
+class Split:
+    held: list[str]          # ids of the held-out samples
+    train: list[dict]        # RL samples with the recipe's training mixing
+    held_out: list[dict]     # the held-out samples with the recipe's evaluation mixing
+    gold_train: list[dict]   # gold trajectories of the training samples (SFT data)
+
+
+def prepare(data: Path, recipe: Recipe) -> Split:
+    """The recipe's samples, split: one held-out set (by id) for every mixing."""
+    samples, gold = samples_with(data, recipe, recipe.mixing)
+    held = held_out_ids(samples, recipe)
+    train, held_out, gold_train = split(samples, gold, held)
+    if recipe.eval_mixing != recipe.mixing:
+        held_out = split(*samples_with(data, recipe, recipe.eval_mixing), held)[1]
+    return Split(held, train, held_out, gold_train)
+
+
 def quiet_libraries(threads: int) -> None:
     import torch
     from astra_core.quiet import quiet_libraries as silence_known_noise

@@ -12,7 +12,6 @@ learning.py (shared SFT and evaluations under OUT); the same command continues a
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -22,18 +21,16 @@ from pathlib import Path
 from learning_recipe import (
     Recipe,
     cached_evaluate,
+    command_line,
     grpo_seconds,
-    held_out_ids,
     load_average,
     open_pool,
     paired_interval,
     plot_curves,
-    quiet_libraries,
+    prepare,
     read_metrics,
     run_arm,
-    samples_with,
     sft_once,
-    split,
     write_config,
 )
 
@@ -41,19 +38,11 @@ VARIANTS = ("f1", "recall", "precision")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="out/learning")
-    Recipe.add_arguments(parser, eval_every=5)
-    args = parser.parse_args()
-    base = Recipe.from_args(args)
+    base, out = command_line(__doc__, eval_every=5)
     arms = {variant: dataclasses.replace(base, reward=variant) for variant in VARIANTS}
-    out = Path(args.out)
     write_config(out, "learning_rewards", arms)
-    quiet_libraries(base.threads)
-
-    samples, gold = samples_with(out / "data", base, base.mixing)
-    held = held_out_ids(samples, base)
-    train, held_out, gold_train = split(samples, gold, held)
+    data = prepare(out / "data", base)
+    train, held_out, gold_train, held = data.train, data.held_out, data.gold_train, data.held
     cache = out / "evaluations.json"
     runs, finals, curves = {}, {}, {}
     with open_pool(base) as pool:

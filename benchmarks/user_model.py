@@ -118,11 +118,11 @@ def train_user_model(out: Path, train: list[dict], args) -> Path:
 
 
 def evaluate(model: str | None, held: list[dict], max_tokens: int) -> list[dict[str, bool]]:
+    from concurrent.futures import ThreadPoolExecutor
+
     from astra_core.embedded import start_server, stop_server
     from astra_core.llm import LLMConfig
     from astra_core.users import UserSimulator
-
-    from concurrent.futures import ThreadPoolExecutor
 
     process, base_url = start_server(model, log=False)
     jobs = [(index, name, record["user"], prefix) for index, record in enumerate(held)
