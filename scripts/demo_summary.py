@@ -29,9 +29,10 @@ class Step:
     detail: str = ""  # name of a function OUT -> the out column, when a count alone says too little
 
 
-EVOLVE_TASKS = ("evolve/tasks.jsonl", "evolve/more_tasks.jsonl", "evolve/seed_verified.jsonl")
+EVOLVE_TASKS = ("evolve/tasks.jsonl", "evolve/more_tasks.jsonl", "evolve/agent_tasks.jsonl",
+                "evolve/seed_verified.jsonl")
 EVOLVE_TRAJECTORIES = ("evolve/trajectories.jsonl", "evolve/more_trajectories.jsonl",
-                       "evolve/seed_verified_trajectories.jsonl")
+                       "evolve/agent_trajectories.jsonl", "evolve/seed_verified_trajectories.jsonl")
 
 STEPS = (
     Step("00-core", ("examples/*.jsonl",), "record kinds", ("examples/*.jsonl",), "validated"),
