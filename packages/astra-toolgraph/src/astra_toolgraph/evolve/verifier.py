@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 from astra_core.llm import LLMClient, StructuredOutputError
 
-from astra_toolgraph.evolve.agent import execute
+from astra_toolgraph.evolve.agent import tool_turn
 from astra_toolgraph.evolve.config import EvolveConfig
 from astra_toolgraph.evolve.domains import Domain
 from astra_toolgraph.evolve.plans import AgentFailed
-from astra_toolgraph.rollout import _normalize_calls, _truncate
 
 VERDICT_NOW = {"role": "user", "content": "That is the end of your investigation. Give your verdict as JSON now: "
                                           "first your reasons (what you checked and found), then the verdict."}
@@ -49,23 +48,10 @@ async def investigate(llm: LLMClient, messages: list[dict], domain: Domain, conf
 
 async def _turn(llm: LLMClient, messages: list[dict], domain: Domain, episode, turn: int, config: EvolveConfig,
                 calls: list[dict]) -> bool:
-    """One verifier turn: its calls (those within the budget) run and are recorded; False when it made none."""
-    reply = await llm.chat(messages, tools=domain.tools, tool_choice=config.verifier_choice(turn),
-                           max_tokens=config.max_tokens)
-    granted = _normalize_calls(reply.tool_calls, turn)[: config.verify_calls - len(calls)]
-    message: dict = {"role": "assistant", "content": reply.content or None}
-    if granted:
-        message["tool_calls"] = granted
-    elif not message["content"]:
-        message["content"] = ""
-    messages.append(message)
-    for call in granted:
-        name, arguments = call["function"]["name"], call["function"]["arguments"]
-        ok, text = await execute(episode, name, arguments)
-        text = _truncate(text, config.max_observation_chars)
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
-        calls.append({"turn": turn, "tool": name, "arguments": arguments, "ok": ok, "observation": text})
-    return bool(granted)
+    """One verifier turn: its calls within the budget run and are recorded in `calls`; False when it made none."""
+    return await tool_turn(llm, messages, domain.tools, episode, turn=turn, tool_choice=config.verifier_choice(turn),
+                           max_tokens=config.max_tokens, observation_chars=config.max_observation_chars,
+                           executions=calls, max_calls=config.verify_calls - len(calls), detailed=True)
 
 
 async def verdict(llm: LLMClient, messages: list[dict], schema: dict, name: str, domain: Domain | None,
