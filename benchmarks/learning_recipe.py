@@ -262,6 +262,7 @@ def weights_by_step(run: Path) -> dict[int, Path]:
 def evaluate(model_dir: Path | None, samples: list[dict], recipe: Recipe, pool) -> dict:
     """Held-out metrics of one policy: mean over `episodes` episodes per sample at temperature 1."""
     import torch
+    from astra_core.progress import Progress
     from astra_grpo.chat import ChatRenderer
     from astra_grpo.config import GRPOConfig, load_config
     from astra_grpo.engines import Sampling
@@ -276,7 +277,14 @@ def evaluate(model_dir: Path | None, samples: list[dict], recipe: Recipe, pool) 
     settings = RolloutSettings(max_turns=recipe.max_turns, max_response_length=recipe.max_response_length,
                                max_new_tokens=recipe.max_new_tokens, sampling=Sampling(1.0),
                                max_live_episodes=recipe.pool_size)
-    groups = EpisodeRunner(engine, renderer, pool, settings).play(samples, recipe.episodes)
+    runner = EpisodeRunner(engine, renderer, pool, settings)
+    per_call = max(1, recipe.pool_size // recipe.episodes)  # one wave of live episodes per call
+    groups = []
+    with Progress(f"evaluating {model_dir.name if model_dir else 'base'}", len(samples) * recipe.episodes,
+                  unit="episode") as progress:
+        for start in range(0, len(samples), per_call):
+            groups += runner.play(samples[start:start + per_call], recipe.episodes)
+            progress.update(len(samples[start:start + per_call]) * recipe.episodes)
     episodes = [e for g in groups for e in g.episodes]
     calls = sum(e.tool_calls for e in episodes)
     formed = calls - sum(e.malformed_calls for e in episodes)

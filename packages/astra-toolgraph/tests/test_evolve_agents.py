@@ -191,6 +191,20 @@ def test_a_rollout_with_the_user_simulator_reaches_the_expected_state_and_is_acc
     assert sample["reward"]["kind"] == "state" and sample["user"] == task["user"]
 
 
+def test_the_question_opening_starts_every_rollout_with_the_tasks_question(recorded_llm, domain):
+    task = {**synthesized(recorded_llm, domain), "question": "Two bags of coffee for ada@example.com, please."}
+    server = recorded_llm(replies=[engine_replies()])
+    config = EvolveConfig(max_turns=6, user_opening="question")
+
+    trajectory = run(with_client(server, lambda llm: roll_out(llm, llm, task, domain, config)))
+    assert trajectory["messages"][1] == {"role": "user", "content": task["question"]}
+    assert trajectory["state_check"]["reward"] == 1.0 and trajectory["user_stop"] == "###STOP###"
+    user_requests = [r for r in server.requests if "Play this customer" in r["messages"][0]["content"]]
+    assert len(user_requests) == 1  # only the reply after the assistant's answer; the opening was not asked
+    with pytest.raises(ValueError, match="user_opening"):
+        EvolveConfig(user_opening="greeting")
+
+
 def test_a_failed_rollout_is_rejected_with_the_diff_and_an_attribution(recorded_llm, domain):
     task = synthesized(recorded_llm, domain)
     server = recorded_llm(replies=[engine_replies(assistant_acts=False, trajectory_verdict=TRAJECTORY_FAIL)])

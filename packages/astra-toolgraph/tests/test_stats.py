@@ -1,8 +1,8 @@
 import json
 
 from astra_toolgraph.stats import collect, table
-from toolgraph_helpers import invoke, write_jsonl
 from matplotlib.image import imread
+from toolgraph_helpers import invoke, write_jsonl
 
 
 def trajectory(tid, calls, failures=0):

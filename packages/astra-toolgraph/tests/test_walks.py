@@ -5,9 +5,9 @@ from collections import Counter
 
 import numpy as np
 from astra_toolgraph.walks import CSRGraph, WalkConfig, as_lists, plan_walks, run_walks, walk_graphs
-from toolgraph_helpers import invoke, read_jsonl, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolgraph_helpers import invoke, read_jsonl, write_jsonl
 
 
 @st.composite

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from astra_core.config import knob
 from astra_core.jsonl import MalformedLine, iter_raw_lines, parse_line
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected

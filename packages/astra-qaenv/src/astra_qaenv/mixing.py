@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from astra_qaenv.export_config import MixingConfig
 
 BANDS = ("high", "med", "low")

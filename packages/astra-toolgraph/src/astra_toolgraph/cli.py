@@ -19,9 +19,9 @@ from astra_core.stage import Stage
 
 from astra_toolgraph import data, stages
 from astra_toolgraph.chains import SynthesisConfig
+from astra_toolgraph.configs import WalkConfig
 from astra_toolgraph.filtering import FilterConfig, filter_server
 from astra_toolgraph.tasks import AugmentConfig
-from astra_toolgraph.configs import WalkConfig
 
 
 @click.group("astra-toolgraph")

@@ -14,16 +14,14 @@ import json
 import random
 import re
 import time
-from dataclasses import dataclass
 
-from astra_core.config import knob
 from astra_core.llm import LLMClient
 from astra_core.records import stable_id
 from jsonschema import Draft202012Validator
 
 from astra_toolgraph import prompts
-from astra_toolgraph.dependency import tokens
 from astra_toolgraph.configs import EmulatorConfig
+from astra_toolgraph.dependency import tokens
 from astra_toolgraph.mcp_client import CallOutcome
 
 READ_VERBS = {"get", "list", "read", "search", "find", "query", "describe", "show", "fetch", "lookup", "check",

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 
-from astra_core.config import knob
 from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 
-from astra_toolgraph import prompts
-from astra_toolgraph.configs import TOOL_CHOICES, EmulatorConfig, RolloutConfig
+from astra_toolgraph.configs import RolloutConfig
 from astra_toolgraph.emulator import ToolEmulator
 from astra_toolgraph.mcp_client import CallOutcome, ServerPool
-
 
 
 class Executor:

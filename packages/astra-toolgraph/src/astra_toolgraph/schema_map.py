@@ -12,7 +12,6 @@ import copy
 import re
 from typing import Any
 
-
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 # Type names other sources use for the JSON Schema types (BFCL: dict/float/tuple/any; Python names).
 TYPE_ALIASES = {"dict": "object", "float": "number", "double": "number", "int": "integer", "long": "integer",

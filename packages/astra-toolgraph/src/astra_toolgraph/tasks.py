@@ -9,7 +9,7 @@ as the original and (by an LLM check) keeps its intent. Scoring is `astra-reward
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from astra_core.config import check, knob
 from astra_core.llm import LLMClient, StructuredOutputError

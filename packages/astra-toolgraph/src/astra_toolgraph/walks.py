@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from astra_core.config import knob
-
 import numpy as np
 
 from astra_toolgraph.configs import WalkConfig

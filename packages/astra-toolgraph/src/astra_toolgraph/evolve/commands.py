@@ -55,7 +55,8 @@ def tau2_domain_command(domain: str, python: str | None) -> None:
 PLANS = side_records("plan_files", "plan", required=True)
 TASKS = side_records("task_files", "task", required=True)
 DOMAIN = ("domains", "sandbox_jail")
-ROLLOUT = ("rollouts_per_task", "max_turns", "max_user_turns", "tool_choice", "assistant_max_tokens", "user_max_tokens")
+ROLLOUT = ("rollouts_per_task", "max_turns", "max_user_turns", "tool_choice", "assistant_max_tokens", "user_max_tokens",
+           "user_opening")
 SYNTHESIS = ("tasks_per_plan", "explore_turns", "explore_tool_choice", "ignore_fields")
 VERIFIER = ("verify_calls", "verify_tool_choice")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from astra_core.config import knob
 
 TOOL_CHOICES = ("auto", "required", "first-required", "none")
+USER_OPENINGS = ("simulated", "question")
 
 
 @dataclass
@@ -26,6 +27,10 @@ class EvolveConfig:
                            flag="agent-max-tokens")
     assistant_max_tokens: int = knob(256, "Tokens per assistant turn.")
     user_max_tokens: int = knob(128, "Tokens per user-simulator turn.")
+    user_opening: str = knob("simulated", "The trajectory's first user message: simulated (the user simulator writes it "
+                                          "from its instruction) or question (the task's question, verbatim: the "
+                                          "same opening in every rollout; the simulator speaks from the second "
+                                          "message on).", choices=USER_OPENINGS)
     judge_tasks: bool = knob(True, "Ask the task-verification agent (else the executable pre-check alone).")
     judge_trajectories: bool = knob(True, "Ask the trajectory-verification agent (else the state checker alone).")
     verify_calls: int = knob(0, "Tool calls each verification agent (task and trajectory) may make in a disposable "
@@ -46,6 +51,8 @@ class EvolveConfig:
         for name in ("tool_choice", "explore_tool_choice", "verify_tool_choice"):
             if getattr(self, name) not in TOOL_CHOICES:
                 raise ValueError(f"{name} must be one of {', '.join(TOOL_CHOICES)}, got {getattr(self, name)!r}")
+        if self.user_opening not in USER_OPENINGS:
+            raise ValueError(f"user_opening must be one of {', '.join(USER_OPENINGS)}, got {self.user_opening!r}")
 
     def assistant_choice(self, turn: int) -> str:
         return choice_at(self.tool_choice, turn)

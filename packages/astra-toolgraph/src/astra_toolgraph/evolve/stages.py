@@ -18,7 +18,6 @@ from astra_core.stage import Rejected, StageError
 from astra_toolgraph.evolve.config import EvolveConfig
 from astra_toolgraph.evolve.plans import AgentFailed
 
-
 DOMAIN_RECORD = {
     "title": "domain",
     "description": "A domain to synthesize for: an environment (astra-sandbox) or a tool_server (MCP) record.",

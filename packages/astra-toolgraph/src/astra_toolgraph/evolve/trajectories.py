@@ -1,7 +1,8 @@
 """Trajectory rollout with a user simulator, the executable checker, and trajectory verification
 (AReaL-SEA §4.3).
 
-An episode: the user simulator opens (answering the assistant's greeting); the assistant calls tools
+An episode: the user simulator opens (answering the assistant's greeting), or the task's question does
+(`user_opening`); the assistant calls tools
 and writes messages; each plain message goes to the user simulator, whose reply continues the
 conversation until it writes a stop token, or the turn limits cut it. The task's checker then reads
 the episode's final state: astra-reward's `state_reward` against the task's `expected_state` (and,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
-from astra_core.users import UserProfile, simulate_user
+from astra_core.users import UserProfile, UserTurn, simulate_user
 from astra_reward import contains_answer, state_reward
 
 from astra_toolgraph.evolve import prompts
@@ -43,7 +44,10 @@ async def roll_out(agent: LLMClient, user: LLMClient, task: dict, domain: Domain
     profile = UserProfile.of(task["user"])
     messages = [{"role": "system", "content": prompts.ASSISTANT_SYSTEM}]
     executions: list[dict] = []
-    opening = await simulate_user(user, profile, [], max_tokens=config.user_max_tokens)
+    if config.user_opening == "question":
+        opening = UserTurn(content=task["question"], stop=None)
+    else:
+        opening = await simulate_user(user, profile, [], max_tokens=config.user_max_tokens)
     messages.append({"role": "user", "content": opening.content})
     user_stop, finish, user_turns = opening.stop, "max_turns", 0
     async with domain.episode() as episode:
