@@ -44,6 +44,7 @@ def main() -> None:
     train, held_out, gold_train, held = data.train, data.held_out, data.gold_train, data.held
     print(f"data: {len(train)} training samples ({recipe.mixing} distractors), {len(held_out)} held-out "
           f"({recipe.eval_mixing} distractors), {len(gold_train)} gold trajectories for SFT "
+          f"({recipe.sft_mixing} distractors) "
           f"(programmatic KB, max {recipe.max_hops} hops)")
 
     cache = out / "evaluations.json"

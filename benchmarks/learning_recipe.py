@@ -38,6 +38,8 @@ class Recipe:
     max_hops: int = setting(2, "Longest question chain of the programmatic knowledge base.")
     mixing: str = setting("random", "Distractor tools of the GRPO training samples: none | random | bands.")
     eval_mixing: str = setting("random", "Distractor tools of the held-out samples: none | random | bands.")
+    sft_mixing: str = setting("random", "Distractor tools in the SFT gold trajectories (one SFT checkpoint for every "
+                                        "arm of every experiment).")
     reward: str = setting("f1", "GRPO reward: f1 | recall | precision (the paper's ablation).")
     held_out: int = setting(32, "Held-out samples (never trained on, by SFT or GRPO).")
     held_out_every: int = setting(5, "Every k-th sample is held out.")
@@ -95,9 +97,9 @@ def prepare(data: Path, recipe: Recipe) -> Split:
     """The recipe's samples, split: one held-out set (by id) for every mixing."""
     samples, gold = samples_with(data, recipe, recipe.mixing)
     held = held_out_ids(samples, recipe)
-    train, held_out, gold_train = split(samples, gold, held)
-    if recipe.eval_mixing != recipe.mixing:
-        held_out = split(*samples_with(data, recipe, recipe.eval_mixing), held)[1]
+    train, held_out, _ = split(samples, gold, held)
+    held_out = split(*samples_with(data, recipe, recipe.eval_mixing), held)[1]
+    gold_train = split(*samples_with(data, recipe, recipe.sft_mixing), held)[2]
     return Split(held, train, held_out, gold_train)
 
 
@@ -181,7 +183,7 @@ def sft_once(out: Path, gold_train: list[dict], held: list[str], recipe: Recipe)
     from astra_grpo.sft import train_sft
 
     key = {"held_out": held, "steps": recipe.sft_steps, "lr": recipe.sft_lr, "seed": recipe.seed,
-           "gold": len(gold_train)}
+           "gold": len(gold_train), "mixing": recipe.sft_mixing}
     stamp = out / "sft_settings.json"
     if (out / "final").is_dir() and stamp.exists() and json.loads(stamp.read_text()) == key:
         log(f"SFT: reusing {out / 'final'}")

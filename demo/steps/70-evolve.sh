@@ -36,27 +36,28 @@ astra-toolgraph evolve run "$E/more_plans.jsonl" --domains "$E/more_domains.json
 
 # 2c. The verification agents on the two hand-written shop tasks: each task-verification agent makes one call in its
 #     own disposable sandbox session (kept in `verification.investigation`), then gives its reasons and PASS/FAIL;
-#     the tasks it passes are rolled out with the user simulator and each trajectory-verification agent does the
-#     same before SUCCESS/FAIL with a TASK/TRAJECTORY attribution (what routes a failure to reflection).
+#     the tasks it passes are rolled out and each trajectory-verification agent does the same before SUCCESS/FAIL with
+#     a TASK/TRAJECTORY attribution (what routes a failure to reflection). The user opens with the task's question (the
+#     tiny model's own openings rarely name the order), then the simulator speaks; greedy, so the demo is reproducible.
 astra-toolgraph evolve sample-domain --what plan > "$E/agent_plan.jsonl"
 astra-toolgraph evolve sample-domain --what tasks > "$E/agent_seed_tasks.jsonl"
 astra-toolgraph evolve verify-tasks "$E/agent_seed_tasks.jsonl" --plans "$E/agent_plan.jsonl" --domains "$E/domain.jsonl" \
   --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_tasks.jsonl"
 astra-toolgraph evolve rollout "$E/agent_tasks.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
-  --max-turns 1 --max-user-turns 1 --assistant-max-tokens 24 --user-max-tokens 24 -o "$E/agent_rollouts.jsonl" \
+  --user-opening question --temperature 0 --max-turns 1 --max-user-turns 1 --assistant-max-tokens 48 --user-max-tokens 24 -o "$E/agent_rollouts.jsonl" \
   --rejects "$E/rejects.agent_rollouts.jsonl"
 astra-toolgraph evolve verify "$E/agent_rollouts.jsonl" --tasks "$E/agent_tasks.jsonl" --plans "$E/agent_plan.jsonl" \
   --domains "$E/domain.jsonl" --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_trajectories.jsonl"
 
-# 3. A hand-written seed task made checkable (expected actions replayed -> expected state), rolled out with the
+# 3. The two hand-written seed tasks made checkable (expected actions replayed -> expected state), rolled out with the
 #    user simulator and scored by the state checker alone; their user side as user-model SFT data.
 astra-toolgraph evolve sample-domain --what plan > "$E/seed_plan.jsonl"
-astra-toolgraph evolve sample-domain --what tasks > "$E/seed_tasks.all.jsonl"
-head -1 "$E/seed_tasks.all.jsonl" > "$E/seed_tasks.jsonl"
+astra-toolgraph evolve sample-domain --what tasks > "$E/seed_tasks.jsonl"
 astra-toolgraph evolve verify-tasks "$E/seed_tasks.jsonl" --plans "$E/seed_plan.jsonl" --domains "$E/domain.jsonl" --no-judge-tasks \
   -o "$E/seed_verified.jsonl"
 astra-toolgraph evolve rollout "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
-  --max-turns 1 --max-user-turns 1 --assistant-max-tokens 24 --user-max-tokens 24 -o "$E/seed_trajectories.jsonl"
+  --user-opening question --temperature 0 --max-turns 2 --max-user-turns 1 --assistant-max-tokens 48 --user-max-tokens 24 \
+  -o "$E/seed_trajectories.jsonl"
 astra-toolgraph evolve verify "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
   --no-judge-trajectories -o "$E/seed_verified_trajectories.jsonl"
 # The user model's SFT data: accepted (SUCCESS) trajectories only; the others go to the rejects with their verdict.
