@@ -50,6 +50,8 @@ class Recipe:
     grpo_lr: float = setting(1e-5, "GRPO learning rate (constant).")
     batch: int = setting(8, "GRPO prompts (groups) per step.")
     group: int = setting(8, "Episodes per prompt.")
+    abf_rounds: int = setting(3, "Adaptive Batch Filling: rollout rounds per step at most, to fill the batch with groups "
+                                 "whose rewards vary (then it is topped up).")
     mini_batch: int = setting(0, "Groups per optimizer update (0: the whole batch, one update per step).")
     micro_batch: int = setting(2, "Sequences per forward/backward pass (peak memory grows with it: 4 peaked near 9 GB).")
     max_turns: int = setting(3, "Assistant turns per episode.")
@@ -224,8 +226,8 @@ def grpo(out: Path, sft_dir: Path, train: list[dict], recipe: Recipe, pool) -> P
         micro_batch_size=recipe.micro_batch,
         max_steps=recipe.grpo_steps, learning_rate=recipe.grpo_lr, reward=recipe.reward,
         max_turns=recipe.max_turns, max_new_tokens=recipe.max_new_tokens,
-        max_response_length=recipe.max_response_length, abf_max_rounds=3, sandbox_pool_size=recipe.pool_size,
-        generation_batch_size=32, report_to=[], save_weights_steps=recipe.eval_every,
+        max_response_length=recipe.max_response_length, abf_max_rounds=recipe.abf_rounds,
+        sandbox_pool_size=recipe.pool_size, generation_batch_size=32, report_to=[], save_weights_steps=recipe.eval_every,
         save_state_steps=2, resume=True, rollouts_out=str(out / "rollouts.jsonl")))
     return train_grpo(config, [str(write_jsonl(out / "train.jsonl", train))], pool=pool)
 
