@@ -32,6 +32,7 @@ from learning_recipe import (
     prepare,
     run_arm,
     sft_once,
+    weights_by_step,
     write_config,
 )
 
@@ -52,13 +53,25 @@ def main() -> None:
         sft_dir = sft_once(out / "sft", gold_train, held, recipe)
         results = {"sft": cached_evaluate(sft_dir, held_out, recipe, pool, cache)}
         run, results["sft+grpo"], curve = run_arm(out, sft_dir, results["sft"], train, held_out, recipe, pool, cache)
+        by_step = {step: cached_evaluate(weights, held_out, recipe, pool, cache)
+                   for step, weights in weights_by_step(run).items()}  # evaluated by run_arm: read from the cache
         results = {"base": cached_evaluate(None, held_out, recipe, pool, cache), **results}
 
     report(results, recipe, len(held_out), run, started)
+    report_steps(results["sft"], by_step, run)
     plot_curves({"SFT+GRPO": run}, {"SFT+GRPO": curve}, out / "learning.png",
                 f"GRPO after SFT, SmolLM2-135M on CPU: {recipe.batch} prompts x {recipe.group} episodes per step, "
                 f"lr {recipe.grpo_lr:g}")
     (out / "results.learning.json").write_text(json.dumps({**results, "held_out_f1_by_step": curve}, indent=1))
+
+
+def report_steps(sft: dict, by_step: dict[int, dict], run: Path) -> None:
+    """The paired change against SFT at every evaluated GRPO step, with the GRPO wall time up to it."""
+    for step, evaluation in sorted(by_step.items()):
+        change = paired_interval(sft, evaluation)
+        print(f"  after GRPO step {step:>3} ({grpo_seconds(run, step) / 60:5.1f} min of GRPO): held-out F1 "
+              f"{evaluation['f1']:.3f}, change {change['mean']:+.3f} [{change['low']:+.3f}, {change['high']:+.3f}]; "
+              f"{change['better']} better, {change['worse']} worse")
 
 
 def report(results: dict, recipe: Recipe, held_out: int, run: Path, started: float) -> None:

@@ -249,9 +249,10 @@ def _steps_done(run: Path) -> int:
     return max((row["step"] for row in _read(metrics)), default=0) if metrics.exists() else 0
 
 
-def grpo_seconds(run: Path) -> float:
-    """Wall time of the GRPO steps (rollouts + updates, summed over restarts)."""
-    return sum(row.get("rollout_seconds", 0) + row.get("update_seconds", 0) for row in read_metrics(run))
+def grpo_seconds(run: Path, up_to: int | None = None) -> float:
+    """Wall time of the GRPO steps (rollouts + updates, summed over restarts), of steps <= `up_to` if given."""
+    return sum(row.get("rollout_seconds", 0) + row.get("update_seconds", 0) for row in read_metrics(run)
+               if up_to is None or row["step"] <= up_to)
 
 
 def weights_by_step(run: Path) -> dict[int, Path]:
