@@ -32,34 +32,35 @@ def setting(default, help: str):
 
 @dataclass
 class Recipe:
-    """One learning run. Every field is a command-line flag of the benchmark scripts."""
+    """One learning run. Every field is a command-line flag of the benchmark scripts. The defaults are the
+    recipe of benchmarks/results/learning.txt (+0.23 held-out F1 over SFT in 42 min of GRPO on 2 cores)."""
 
     seed: int = setting(0, "Seed of SFT/GRPO initialisation, data order and sampling.")
     max_hops: int = setting(2, "Longest question chain of the programmatic knowledge base.")
-    mixing: str = setting("random", "Distractor tools of the GRPO training samples: none | random | bands.")
-    eval_mixing: str = setting("random", "Distractor tools of the held-out samples: none | random | bands.")
+    mixing: str = setting("none", "Distractor tools of the GRPO training samples: none | random | bands.")
+    eval_mixing: str = setting("none", "Distractor tools of the held-out samples: none | random | bands.")
     sft_mixing: str = setting("random", "Distractor tools in the SFT gold trajectories (one SFT checkpoint for every "
                                         "arm of every experiment).")
     reward: str = setting("f1", "GRPO reward: f1 | recall | precision (the paper's ablation).")
     held_out: int = setting(32, "Held-out samples (never trained on, by SFT or GRPO).")
     held_out_every: int = setting(5, "Every k-th sample is held out.")
     episodes: int = setting(4, "Episodes per held-out sample (temperature 1, as in training).")
-    sft_steps: int = setting(8, "SFT optimizer steps (4 gold trajectories each).")
+    sft_steps: int = setting(12, "SFT optimizer steps (4 gold trajectories each).")
     sft_lr: float = setting(5e-5, "SFT learning rate.")
-    grpo_steps: int = setting(30, "GRPO steps.")
-    grpo_lr: float = setting(1e-5, "GRPO learning rate (constant).")
-    batch: int = setting(8, "GRPO prompts (groups) per step.")
+    grpo_steps: int = setting(20, "GRPO steps.")
+    grpo_lr: float = setting(5e-5, "GRPO learning rate (constant).")
+    batch: int = setting(4, "GRPO prompts (groups) per step.")
     group: int = setting(8, "Episodes per prompt.")
-    abf_rounds: int = setting(3, "Adaptive Batch Filling: rollout rounds per step at most, to fill the batch with groups "
+    abf_rounds: int = setting(1, "Adaptive Batch Filling: rollout rounds per step at most, to fill the batch with groups "
                                  "whose rewards vary (then it is topped up).")
     mini_batch: int = setting(0, "Groups per optimizer update (0: the whole batch, one update per step).")
-    micro_batch: int = setting(2, "Sequences per forward/backward pass (peak memory grows with it: 4 peaked near 9 GB).")
+    micro_batch: int = setting(4, "Sequences per forward/backward pass (peak memory grows with it: 4 peaked near 9 GB).")
     max_turns: int = setting(3, "Assistant turns per episode.")
     max_new_tokens: int = setting(144, "Tokens per assistant turn; must fit a turn of 3 parallel calls "
                                         "(the longest gold turn is 134 SmolLM2 tokens).")
     max_response_length: int = setting(512, "Tokens after the prompt per episode.")
-    eval_every: int = setting(0, "Also evaluate the GRPO weights every this many steps (0: only the final).")
-    pool_size: int = setting(16, "Live episodes (sandbox sessions) at once.")
+    eval_every: int = setting(10, "Also evaluate the GRPO weights every this many steps (0: only the final).")
+    pool_size: int = setting(32, "Live episodes (sandbox sessions) at once.")
     threads: int = setting(2, "torch CPU threads.")
 
     @classmethod

@@ -38,7 +38,7 @@ VARIANTS = ("f1", "recall", "precision")
 
 
 def main() -> None:
-    base, out = command_line(__doc__, eval_every=5)
+    base, out = command_line(__doc__)
     arms = {variant: dataclasses.replace(base, reward=variant) for variant in VARIANTS}
     write_config(out, "learning_rewards", arms)
     data = prepare(out / "data", base)
