@@ -44,8 +44,8 @@ astra-toolgraph evolve sample-domain --what tasks > "$E/agent_seed_tasks.jsonl"
 astra-toolgraph evolve verify-tasks "$E/agent_seed_tasks.jsonl" --plans "$E/agent_plan.jsonl" --domains "$E/domain.jsonl" \
   --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_tasks.jsonl"
 astra-toolgraph evolve rollout "$E/agent_tasks.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
-  --user-opening question --temperature 0 --max-turns 1 --max-user-turns 1 --assistant-max-tokens 48 --user-max-tokens 24 -o "$E/agent_rollouts.jsonl" \
-  --rejects "$E/rejects.agent_rollouts.jsonl"
+  --user-opening question --temperature 0 --max-turns 1 --max-user-turns 1 --assistant-max-tokens 48 --user-max-tokens 24 \
+  -o "$E/agent_rollouts.jsonl" --rejects "$E/rejects.agent_rollouts.jsonl"
 astra-toolgraph evolve verify "$E/agent_rollouts.jsonl" --tasks "$E/agent_tasks.jsonl" --plans "$E/agent_plan.jsonl" \
   --domains "$E/domain.jsonl" --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_trajectories.jsonl"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from astra_core.config import knob
@@ -48,11 +49,10 @@ class EvolveConfig:
                 raise ValueError(f"{name} must be >= 1")
         if self.verify_calls < 0:
             raise ValueError("verify_calls must be >= 0")
-        for name in ("tool_choice", "explore_tool_choice", "verify_tool_choice"):
-            if getattr(self, name) not in TOOL_CHOICES:
-                raise ValueError(f"{name} must be one of {', '.join(TOOL_CHOICES)}, got {getattr(self, name)!r}")
-        if self.user_opening not in USER_OPENINGS:
-            raise ValueError(f"user_opening must be one of {', '.join(USER_OPENINGS)}, got {self.user_opening!r}")
+        for item in dataclasses.fields(self):  # every knob with choices (the CLI checks them too; a library caller not)
+            choices = item.metadata.get("choices")
+            if choices and getattr(self, item.name) not in choices:
+                raise ValueError(f"{item.name} must be one of {', '.join(choices)}, got {getattr(self, item.name)!r}")
 
     def assistant_choice(self, turn: int) -> str:
         return choice_at(self.tool_choice, turn)

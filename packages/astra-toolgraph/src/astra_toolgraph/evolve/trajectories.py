@@ -2,9 +2,8 @@
 (AReaL-SEA §4.3).
 
 An episode: the user simulator opens (answering the assistant's greeting), or the task's question does
-(`user_opening`); the assistant calls tools
-and writes messages; each plain message goes to the user simulator, whose reply continues the
-conversation until it writes a stop token, or the turn limits cut it. The task's checker then reads
+(`user_opening`); the assistant calls tools and writes messages; each plain message goes to the user
+simulator, whose reply continues the conversation until it writes a stop token, or the turn limits cut it. The task's checker then reads
 the episode's final state: astra-reward's `state_reward` against the task's `expected_state` (and,
 when the task expects an answer, that the assistant told it), giving a binary reward and a diff.
 The verification agent gives SUCCESS/FAIL with a rationale and, on failure, a TASK or TRAJECTORY
