@@ -204,3 +204,57 @@ def test_sft_gradient_equals_reference(mode, fresh_accelerate_state):
     torch.testing.assert_close(before - flat_params(model), expected_grad, rtol=1e-4, atol=1e-7)
     assert metrics["loss"] == pytest.approx(loss.item(), rel=1e-5)
     assert metrics["tokens"] == 11
+
+
+def adamw_after_one_real_step(config: GRPOConfig, seed: int = 0):
+    """A model, optimizer and scheduler after one update on groups with reward variance, so that Adam's
+    moments are non-zero (a zero gradient then still moves the weights)."""
+    model = small_model(seed)
+    accumulation = config.accumulation_steps(1)
+    accelerator = make_accelerator(config, accumulation)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
+    prepared, optimizer = accelerator.prepare(model, optimizer)
+    _update(config, accelerator, prepared, None, optimizer, scheduler, synthetic_groups(3, 4, VOCAB, seed=1),
+            0, 1, 0, accumulation)
+    return accelerator, prepared, optimizer, scheduler, accumulation
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_a_batch_without_reward_variance_skips_the_passes_but_not_the_optimizer_steps(
+        passes, fresh_accelerate_state, monkeypatch):
+    """All advantages 0 (every group's rewards equal): the gradient is exactly zero, so the update skips the
+    forward and backward passes; the weights, Adam's state and the learning rate end exactly where the full
+    computation leaves them."""
+    import astra_grpo.grpo as grpo
+
+    config = grpo_config(num_iterations=passes, mini_batch_size=1, micro_batch_size=4)
+    flat = synthetic_groups(3, 4, VOCAB, seed=2)
+    for group in flat:
+        for episode in group.episodes:
+            episode.reward = 0.5
+    ends = {}
+    for path in ("full", "skipped"):
+        if path == "full":
+            monkeypatch.setattr(grpo, "_gradient_is_zero", lambda *_: False)
+        else:
+            monkeypatch.undo()
+        accelerator, model, optimizer, scheduler, accumulation = adamw_after_one_real_step(config)
+        metrics = grpo._update(config, accelerator, model, None, optimizer, scheduler, flat, 0, 1, 0, accumulation)
+        ends[path] = (flat_params(accelerator.unwrap_model(model)), scheduler.get_last_lr()[0], metrics)
+    (full, full_lr, full_metrics), (skipped, skipped_lr, skipped_metrics) = ends["full"], ends["skipped"]
+    assert full_metrics["update_skipped"] == 0.0 and skipped_metrics["update_skipped"] == 1.0
+    assert full_metrics["loss"] == skipped_metrics["loss"] == 0.0
+    assert skipped_lr == full_lr
+    assert torch.allclose(full, skipped, atol=1e-7, rtol=0)
+
+
+def test_a_kl_term_keeps_the_full_update_even_without_reward_variance(fresh_accelerate_state):
+    flat = synthetic_groups(2, 4, VOCAB)
+    for group in flat:
+        for episode in group.episodes:
+            episode.reward = 1.0
+    model = small_model()
+    metrics, _ = run_update(grpo_config(batch_size=2, mini_batch_size=2, kl_coef=0.1), model, flat, lr=0.1,
+                            reference=copy.deepcopy(model).eval())
+    assert metrics["update_skipped"] == 0.0 and metrics["update_tokens"] > 0

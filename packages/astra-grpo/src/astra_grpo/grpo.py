@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from astra_core.jsonl import dumps
 from astra_core.progress import Progress
 from astra_core.schema import RecordError
@@ -242,6 +242,10 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             update = _update(config, accelerator, model, reference, optimizer, scheduler, fill.batch,
                              tokenizer.pad_token_id, grid.dp_size, grid.dp_rank, accumulation)
             update_seconds = time.perf_counter() - started
+            if update["update_skipped"] and main:
+                print(f"{COMMAND}: step {step + 1}: no group of the batch has reward variance, so the gradient is "
+                      "zero: the forward and backward passes were skipped (the optimizer step was not)",
+                      file=sys.stderr)
             with engine_weights(engine, accelerator, model):
                 engine.push_weights(policy)
             step += 1
@@ -286,6 +290,10 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     usable = torch.tensor([not g.failed for g in batch])
     advantages = group_advantages(rewards, config.group_size, config.scale_rewards, config.advantage_eps,
                                   valid=usable).tolist()
+
+    if _gradient_is_zero(config, accelerator, advantages):
+        return _zero_gradient_update(config, accelerator, model, optimizer, scheduler, advantages,
+                                     updates=-(-len(batch) // config.mini_batch_size) * config.num_iterations)
 
     # Sequences of this process in each mini-batch: its even share of the mini-batch's groups.
     per_process = config.mini_batch_size // world
@@ -358,7 +366,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
            "clip_fraction_high": total["clip_high"] / tokens, "clip_fraction": (total["clip_low"] + total["clip_high"])
            / tokens, "ratio_mean": total["ratio"] / tokens, "update_tokens": total["update_tokens"],
            "grad_norm": float(grad_norm) if grad_norm is not None else None, "lr": lr,
-           "advantage_abs_mean": sum(abs(a) for a in advantages) / len(advantages)}
+           "advantage_abs_mean": sum(abs(a) for a in advantages) / len(advantages), "update_skipped": 0.0}
     if ref is not None:
         out["kl"] = total["kl"] / tokens
     if correction.enabled(config):
@@ -366,6 +374,34 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     if config.entropy_coef > 0:
         out["entropy"] = total["entropy"] / tokens
     return out
+
+
+def _gradient_is_zero(config: GRPOConfig, accelerator, advantages: list[float]) -> bool:
+    """True when the step's objective has an exactly zero gradient, known before any forward pass: every
+    advantage is 0 (no group of the batch has reward variance: ABF topped it up at its round cap) and no
+    other term (KL, entropy) is on. Every process sees the whole batch, so all of them agree. DeepSpeed
+    owns its gradients and optimizer step, so it always takes the full path."""
+    return (not any(advantages) and config.kl_coef == 0 and config.entropy_coef == 0
+            and accelerator.distributed_type in (DistributedType.NO, DistributedType.MULTI_CPU,
+                                                 DistributedType.MULTI_GPU))
+
+
+def _zero_gradient_update(config: GRPOConfig, accelerator, model, optimizer, scheduler, advantages: list[float],
+                          updates: int) -> dict[str, float]:
+    """The same optimizer and scheduler steps as the full update, with the zero gradient it would have
+    computed, without its forward and backward passes (minutes on CPU for long tau2 prompts). The steps
+    still run: Adam's moments and weight decay move the weights exactly as they would have."""
+    lr = scheduler.get_last_lr()[0]
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for _ in range(updates):
+        for parameter in trainable:
+            parameter.grad = torch.zeros_like(parameter)
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+    return {"loss": 0.0, "clip_fraction_low": 0.0, "clip_fraction_high": 0.0, "clip_fraction": 0.0,
+            "ratio_mean": 1.0, "update_tokens": 0.0, "grad_norm": 0.0, "lr": lr, "advantage_abs_mean": 0.0,
+            "update_skipped": 1.0}
 
 
 def _logprobs_of(model, episodes, indices: list[int], config: GRPOConfig, pad_id: int, device) -> dict[int, list]:
