@@ -21,7 +21,8 @@ astra-qaenv build-env "$Q/validated.jsonl" -o "$Q/environments.jsonl" --rejects 
 astra-qaenv merge "$Q/environments.jsonl" -o "$Q/merged.jsonl" --rejects "$Q/rejects.merge.jsonl"
 
 # 5. RL samples with similarity-band distractors (local all-MiniLM-L6-v2 embeddings) + gold trajectories (SFT warm start).
-astra-qaenv export "$Q/merged.jsonl" --mixing bands --embedder local -o "$Q/rl_samples.jsonl" \
+#    One distractor per band (the default is up to 3): every tool is prompt tokens that SFT and GRPO pay for on CPU.
+astra-qaenv export "$Q/merged.jsonl" --mixing bands --per-band 1 --embedder local -o "$Q/rl_samples.jsonl" \
   --gold-trajectories "$Q/gold_trajectories.jsonl" --rejects "$Q/rejects.export.jsonl"
 python - "$Q" <<'EOF'
 import json, sys

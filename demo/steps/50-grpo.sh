@@ -4,26 +4,26 @@
 # policy as a stage and plotting the curves. A short SFT (6 steps of 2) teaches the tool-call format, so GRPO's
 # groups have reward variance: non-zero advantages, loss and gradients. A few steps only: the signal, not
 # the learning curve (benchmarks/learning.py measures that).
-# One intra-op thread per command: on a shared 2-core machine more threads only contend.
+# Torch uses every core: the steps run one at a time and the model server idles meanwhile.
 G="$OUT/grpo"
 mkdir -p "$G"
 head -16 "$OUT/qaenv/gold_trajectories.jsonl" > "$G/sft_data.jsonl"
 head -2 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
 
 # 1. SFT: loss on assistant tokens only, cosine schedule with warmup; weights in HF format.
-OMP_NUM_THREADS=1 astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
+astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
   --batch-size 2 --micro-batch-size 2 --max-steps 6 --warmup-ratio 0 --max-length 1024 --learning-rate 1e-4
 
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
 #    the full training state is kept for the newest step only (resume with --resume).
-OMP_NUM_THREADS=1 astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
+astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
   --batch-size 1 --group-size 4 --mini-batch-size 1 --micro-batch-size 4 --max-steps 2 --max-turns 3 \
-  --max-new-tokens 64 --max-response-length 512 --abf-max-rounds 2 --learning-rate 1e-5 --save-state-steps 1 --keep-last-states 1 \
+  --max-new-tokens 64 --max-response-length 512 --abf-max-rounds 1 --learning-rate 1e-5 --save-state-steps 1 --keep-last-states 1 \
   --sandbox-pool-size 2 --rollouts-out "$G/train_rollouts.jsonl" --rejects "$G/rejects.train.jsonl"
 
 # 3. The trained policy as a JSONL stage: one rollout record per episode, scored by the F1 reward.
-OMP_NUM_THREADS=1 astra-grpo rollout "$G/rl_data.jsonl" --model "$G/train/final" -n 1 --max-turns 3 --max-new-tokens 64 \
+astra-grpo rollout "$G/rl_data.jsonl" --model "$G/train/final" -n 1 --max-turns 3 --max-new-tokens 64 \
   --sandbox-pool-size 2 -o "$G/rollouts.jsonl" --rejects "$G/rejects.rollout.jsonl"
 
 # 4. Curves (paper Figure 8 style: turns per trajectory over training, reward, lengths, ABF).

