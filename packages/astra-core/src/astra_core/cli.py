@@ -29,9 +29,12 @@ def main() -> None:
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once ready.")
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Requests generated together.")
+@click.option("--prefix-cache-tokens", type=click.IntRange(min=0), default=16384, show_default=True,
+              help="Prompt KV caches kept between requests, in tokens: a prompt that extends an earlier one (the "
+                   "next turn of a conversation) reads only its new tokens. 0: off.")
 @click.option("--max-tokens-cap", type=int, default=2048, show_default=True,
               help="Upper bound on max_tokens for any request.")
-def serve(model, host, port, port_file, threads, max_batch, max_tokens_cap) -> None:
+def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap) -> None:
     """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
     from astra_core.local.server import serve as run_server
     from astra_core.quiet import quiet_libraries
@@ -39,7 +42,7 @@ def serve(model, host, port, port_file, threads, max_batch, max_tokens_cap) -> N
     quiet_libraries()
 
     run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
-               max_tokens_cap=max_tokens_cap)
+               prefix_cache_tokens=prefix_cache_tokens, max_tokens_cap=max_tokens_cap)
 
 
 @main.command()

@@ -56,10 +56,15 @@ class GenerationJob:
 class Generator:
     """Owns the model; one worker thread runs jobs, batching those queued together."""
 
-    def __init__(self, model, tokenizer, *, max_batch: int = 8, stop_token_ids: list[int] | None = None):
+    def __init__(self, model, tokenizer, *, max_batch: int = 8, stop_token_ids: list[int] | None = None,
+                 prefix_cache_tokens: int = 16384):
+        from astra_core.local.prefix_cache import PrefixCache
+
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch = max_batch
+        # A request alone in its batch continues the KV cache of an earlier prompt it extends (0: off).
+        self.prefix_cache = PrefixCache(model, max_tokens=prefix_cache_tokens) if prefix_cache_tokens else None
         self.stop_token_ids = stop_token_ids or [tokenizer.eos_token_id]
         self._queue: queue.Queue[GenerationJob] = queue.Queue()
         self._worker = threading.Thread(target=self._loop, daemon=True, name="astra-generate")
@@ -110,6 +115,9 @@ class Generator:
         kwargs = {"do_sample": not greedy}
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
+        if len(prompts) == 1 and len(prompts[0]) > 1 and self.prefix_cache is not None:
+            # generate reads only the last prompt token; the rest comes from (and goes to) the prefix cache
+            kwargs["past_key_values"], _ = self.prefix_cache.prefill(prompts[0][:-1])
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         with torch.inference_mode():
@@ -135,11 +143,12 @@ class Generator:
         for _ in range(job.n):
             if isinstance(guided, GuidedJson):
                 text = guided_json(self.model, self.tokenizer, guided.prompt_text, guided.schema,
-                                   temperature=sampling.temperature, max_tokens=job.max_new_tokens)
+                                   temperature=sampling.temperature, max_tokens=job.max_new_tokens,
+                                   prefix_cache=self.prefix_cache)
             else:
                 text = guided_tool_call(self.model, self.tokenizer, guided.prompt_text, guided.tools,
                                         name=guided.name, temperature=sampling.temperature,
-                                        max_tokens=job.max_new_tokens)
+                                        max_tokens=job.max_new_tokens, prefix_cache=self.prefix_cache)
             ids = self.tokenizer.encode(text, add_special_tokens=False)
             completions.append(Completion(text, ids, "stop"))
         return completions

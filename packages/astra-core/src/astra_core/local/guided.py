@@ -30,6 +30,7 @@ import copy
 import json
 
 from astra_core.chat_format import TOOL_CALL_OPEN, render_tool_call
+from astra_core.local.prefix_cache import PrefixCache
 
 
 def _stop_when_text_has(tokenizer, start: int, stops: tuple[str, ...]):
@@ -51,10 +52,7 @@ class _Writer:
     MAX_STRING_TOKENS = 48
 
     def __init__(self, model, tokenizer, prompt_text: str, temperature: float, max_tokens: int, *,
-                 only_required: bool = False):
-        import torch
-        from transformers import DynamicCache
-
+                 only_required: bool = False, prefix_cache: PrefixCache | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.temperature = temperature
         self.budget = max_tokens  # generated tokens left; strings shrink to "" when it runs out
@@ -62,11 +60,8 @@ class _Writer:
         self.defs: dict = {}  # the root schema's $defs, for $ref
         self.text = ""
         self.prompt_ids = tokenizer.encode(prompt_text, add_special_tokens=False)
-        self.prompt_cache = DynamicCache(config=model.config)
-        with torch.inference_mode():
-            out = model(torch.tensor([self.prompt_ids]), past_key_values=self.prompt_cache, use_cache=True,
-                        logits_to_keep=1)
-        self.prompt_next_logits = out.logits[0, -1].float()
+        self.prompt_cache, self.prompt_next_logits = (prefix_cache or PrefixCache(model, max_tokens=0)).prefill(
+            self.prompt_ids)
 
     def _written_ids(self, extra: str = "") -> list[int]:
         text = self.text + extra
@@ -224,19 +219,20 @@ def _kind(schema: dict) -> str | None:
 
 
 def guided_json(model, tokenizer, prompt_text: str, schema: dict, *, temperature: float = 0.0,
-                max_tokens: int = 512) -> str:
+                max_tokens: int = 512, prefix_cache: PrefixCache | None = None) -> str:
     """A JSON value shaped by `schema`, written by the model piece by piece (see the module docstring)."""
-    writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens)
+    writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens, prefix_cache=prefix_cache)
     writer.defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
     writer.write(schema)
     return writer.text
 
 
 def guided_tool_call(model, tokenizer, prompt_text: str, tools: list[dict], *, name: str | None = None,
-                     temperature: float = 0.0, max_tokens: int = 256) -> str:
+                     temperature: float = 0.0, max_tokens: int = 256, prefix_cache: PrefixCache | None = None) -> str:
     """A reply holding exactly one well-formed call to one of `tools` (or to `name`)."""
     by_name = {t["function"]["name"]: t["function"] for t in tools}
-    writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens, only_required=True)
+    writer = _Writer(model, tokenizer, prompt_text, temperature, max_tokens, only_required=True,
+                     prefix_cache=prefix_cache)
     writer.text = TOOL_CALL_OPEN + '\n{"name": "'
     if name is None:
         name = writer.choose([n + '"' for n in by_name])[:-1]

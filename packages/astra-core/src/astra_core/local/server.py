@@ -171,7 +171,8 @@ def make_handler(service: ChatService):
 
 
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
-          threads: int | None = None, max_batch: int = 8, max_tokens_cap: int = 2048) -> None:
+          threads: int | None = None, max_batch: int = 8, prefix_cache_tokens: int = 16384,
+          max_tokens_cap: int = 2048) -> None:
     """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready."""
     import torch
 
@@ -181,7 +182,8 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
     stop_ids = sorted({tokenizer.eos_token_id, *(tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",)
                                                   if t in tokenizer.get_vocab())})
     name = DEFAULT_MODEL_NAME if model is None else Path(model).name
-    service = ChatService(Generator(lm, tokenizer, max_batch=max_batch, stop_token_ids=stop_ids), name,
+    service = ChatService(Generator(lm, tokenizer, max_batch=max_batch, stop_token_ids=stop_ids,
+                                    prefix_cache_tokens=prefix_cache_tokens), name,
                           max_tokens_cap=max_tokens_cap)
     httpd = ThreadingHTTPServer((host, port), make_handler(service))
     httpd.daemon_threads = True
