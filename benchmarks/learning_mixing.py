@@ -5,7 +5,10 @@ held-out samples with banded distractors (near-miss tools). Reported per arm: he
 wrong-tool call rate (well-formed calls that went to a mixed-in irrelevant tool).
 
 Same on-disk layout as learning.py (shared SFT and evaluations under OUT); the same command continues
-a killed run.
+a killed run. A finished arm's metrics and held-out evaluation are kept in benchmarks/results/learning_runs/
+(committed: OUT does not outlive a machine), so the arms can be run one machine session at a time. They
+are combined only when they started from the same SFT checkpoint (its weights' sha256 is checked; SFT
+with the same seed and threads on CPU should reproduce it bit for bit).
 
     nice .venv/bin/python benchmarks/learning_mixing.py --out out/learning | tee benchmarks/results/learning_mixing.txt
     (writes OUT/learning_mixing.png)
@@ -18,7 +21,9 @@ import json
 import sys
 
 from learning_recipe import (
-    cached_evaluate,
+    ABLATION_BUDGET,
+    ARCHIVE,
+    archived_evaluate,
     command_line,
     grpo_seconds,
     load_average,
@@ -35,7 +40,7 @@ MIXINGS = ("none", "random", "bands")
 
 
 def main() -> None:
-    base, out = command_line(__doc__, eval_mixing="bands")
+    base, out = command_line(__doc__, eval_mixing="bands", **ABLATION_BUDGET)
     arms = {mixing: dataclasses.replace(base, mixing=mixing) for mixing in MIXINGS}
     write_config(out, "learning_mixing", arms)
     # SFT is the one of learning.py (gold trajectories of the training samples, its mixing); each arm
@@ -46,11 +51,11 @@ def main() -> None:
     runs, finals, curves = {}, {}, {}
     with open_pool(base) as pool:
         sft_dir = sft_once(out / "sft", gold_train, held, base)
-        sft = cached_evaluate(sft_dir, held_out, base, pool, cache)
+        sft = archived_evaluate(sft_dir, held_out, base, pool, cache, ARCHIVE)
         for mixing, recipe in arms.items():
             train = prepare(out / "data", recipe).train
             runs[mixing], finals[mixing], curves[mixing] = run_arm(
-                out, sft_dir, sft, train, held_out, recipe, pool, cache)
+                out, sft_dir, sft, train, held_out, recipe, pool, cache, archive=ARCHIVE)
 
     print(f"held-out: {len(held_out)} samples with {base.eval_mixing} distractors x {base.episodes} episodes; every "
           f"arm {base.grpo_steps} GRPO steps of {base.batch} prompts x {base.group} episodes from one SFT checkpoint")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parent.parent
+ARCHIVE = REPO / "benchmarks" / "results" / "learning_runs"  # finished ablation arms, committed
 
 
 def setting(default, help: str):
@@ -74,6 +75,11 @@ class Recipe:
     def from_args(cls, args: argparse.Namespace, **overrides) -> Recipe:
         values = {item.name: getattr(args, item.name) for item in dataclasses.fields(cls)}
         return cls(**{**values, **overrides})
+
+
+# The ablations' budget per arm: three arms of 20 steps with 4 evaluation episodes are ~3 h on 2 cores,
+# more than one machine session; 6 steps and 2 episodes per held-out sample fit one or two arms a session.
+ABLATION_BUDGET = {"grpo_steps": 6, "eval_every": 0, "episodes": 2}
 
 
 def command_line(doc: str, **defaults) -> tuple[Recipe, Path]:
@@ -234,15 +240,69 @@ def grpo(out: Path, sft_dir: Path, train: list[dict], recipe: Recipe, pool) -> P
 
 
 def run_arm(root: Path, sft_dir: Path, sft_eval: dict, train: list[dict], held_out: list[dict], recipe: Recipe,
-            pool, cache: Path) -> tuple[Path, dict, dict[int, float]]:
+            pool, cache: Path, archive: Path | None = None) -> tuple[Path, dict, dict[int, float]]:
     """GRPO from the SFT weights, then its held-out evaluation: (run directory, final metrics,
-    held-out F1 by step with step 0 = SFT)."""
+    held-out F1 by step with step 0 = SFT). With `archive`, a finished arm's metrics and evaluations are
+    kept there (committed: `out/` does not outlive a machine), and an arm found there is not run again."""
     run = grpo_dir(root, recipe)
+    if archive is not None and (kept := _archived_arm(archive / run.name, sft_dir, held_out)) is not None:
+        return kept
     final = grpo(run, sft_dir, train, recipe, pool)
     curve = {0: sft_eval["f1"]}
     for step, weights in weights_by_step(run).items():
         curve[step] = cached_evaluate(weights, held_out, recipe, pool, cache)["f1"]
-    return run, cached_evaluate(final, held_out, recipe, pool, cache), curve
+    result = cached_evaluate(final, held_out, recipe, pool, cache)
+    if archive is not None:
+        _archive_arm(archive / run.name, run, sft_dir, held_out, result, curve)
+    return run, result, curve
+
+
+def weights_digest(model_dir: Path) -> str:
+    """sha256 of a checkpoint's weights file: which SFT checkpoint an archived arm started from."""
+    digest = hashlib.sha256()
+    with open(Path(model_dir) / "model.safetensors", "rb") as weights:
+        for block in iter(lambda: weights.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _archive_arm(kept: Path, run: Path, sft_dir: Path, held_out: list[dict], final: dict,
+                 curve: dict[int, float]) -> None:
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "metrics.jsonl").write_text((run / "metrics.jsonl").read_text())
+    (kept / "arm.json").write_text(json.dumps(
+        {"sft_weights_sha256": weights_digest(sft_dir), "held_out": [s["id"] for s in held_out],
+         "final": final, "held_out_f1_by_step": curve}, indent=1))
+    log(f"GRPO: {run.name}'s metrics and evaluation kept in {kept}")
+
+
+def _archived_arm(kept: Path, sft_dir: Path, held_out: list[dict]) -> tuple[Path, dict, dict[int, float]] | None:
+    if not (kept / "arm.json").exists():
+        return None
+    arm = json.loads((kept / "arm.json").read_text())
+    if arm["sft_weights_sha256"] != weights_digest(sft_dir) or arm["held_out"] != [s["id"] for s in held_out]:
+        raise SystemExit(f"{kept}: this arm started from another SFT checkpoint or held-out set than this run's; "
+                         "the arms of one ablation must share them: remove the archived arms and run them all again")
+    log(f"GRPO: {kept.name} from its archived metrics and evaluation ({kept})")
+    return kept, arm["final"], {int(step): f1 for step, f1 in arm["held_out_f1_by_step"].items()}
+
+
+def archived_evaluate(model_dir: Path, samples: list[dict], recipe: Recipe, pool, cache: Path,
+                      archive: Path) -> dict:
+    """`cached_evaluate` of a checkpoint that is trained again on every machine (the SFT warm start,
+    deterministic): its result is archived by the weights' digest, so a new machine skips it."""
+    budget = json.dumps({"samples": [s["id"] for s in samples], "tools": sum(len(s["tools"]) for s in samples),
+                         "episodes": recipe.episodes, "max_turns": recipe.max_turns, "seed": recipe.seed,
+                         "max_new_tokens": recipe.max_new_tokens,
+                         "max_response_length": recipe.max_response_length}, sort_keys=True)
+    key = f"{weights_digest(model_dir)[:16]}-{hashlib.sha256(budget.encode()).hexdigest()[:16]}"
+    kept = archive / "evaluations.json"
+    known = json.loads(kept.read_text()) if kept.exists() else {}
+    if key not in known:
+        archive.mkdir(parents=True, exist_ok=True)
+        known[key] = cached_evaluate(model_dir, samples, recipe, pool, cache)
+        kept.write_text(json.dumps(known, indent=1))
+    return known[key]
 
 
 def _steps_done(run: Path) -> int:

@@ -5,6 +5,10 @@ The paper reports recall-only inflating tool calls and turns, precision-only col
 staying stable. This script draws tool calls and turns per trajectory over training and held-out F1
 over steps for the three, and prints whether each direction reproduces here. Same on-disk layout as
 learning.py (shared SFT and evaluations under OUT); the same command continues a killed run.
+A finished arm's metrics and held-out evaluation are kept in benchmarks/results/learning_runs/
+(committed: OUT does not outlive a machine), so the arms can be run one machine session at a time. They
+are combined only when they started from the same SFT checkpoint (its weights' sha256 is checked; SFT
+with the same seed and threads on CPU should reproduce it bit for bit).
 
     nice .venv/bin/python benchmarks/learning_rewards.py --out out/learning | tee benchmarks/results/learning_rewards.txt
     (writes OUT/learning_rewards.png)
@@ -19,8 +23,10 @@ import sys
 from pathlib import Path
 
 from learning_recipe import (
+    ABLATION_BUDGET,
+    ARCHIVE,
     Recipe,
-    cached_evaluate,
+    archived_evaluate,
     command_line,
     grpo_seconds,
     load_average,
@@ -38,7 +44,7 @@ VARIANTS = ("f1", "recall", "precision")
 
 
 def main() -> None:
-    base, out = command_line(__doc__)
+    base, out = command_line(__doc__, **ABLATION_BUDGET)
     arms = {variant: dataclasses.replace(base, reward=variant) for variant in VARIANTS}
     write_config(out, "learning_rewards", arms)
     data = prepare(out / "data", base)
@@ -47,10 +53,10 @@ def main() -> None:
     runs, finals, curves = {}, {}, {}
     with open_pool(base) as pool:
         sft_dir = sft_once(out / "sft", gold_train, held, base)
-        sft = cached_evaluate(sft_dir, held_out, base, pool, cache)
+        sft = archived_evaluate(sft_dir, held_out, base, pool, cache, ARCHIVE)
         for variant, recipe in arms.items():
             runs[variant], finals[variant], curves[variant] = run_arm(
-                out, sft_dir, sft, train, held_out, recipe, pool, cache)
+                out, sft_dir, sft, train, held_out, recipe, pool, cache, archive=ARCHIVE)
 
     report(sft, finals, runs, curves, base, len(held_out))
     plot_curves(runs, curves, out / "learning_rewards.png",
