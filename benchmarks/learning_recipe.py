@@ -291,10 +291,7 @@ def archived_evaluate(model_dir: Path, samples: list[dict], recipe: Recipe, pool
                       archive: Path) -> dict:
     """`cached_evaluate` of a checkpoint that is trained again on every machine (the SFT warm start,
     deterministic): its result is archived by the weights' digest, so a new machine skips it."""
-    budget = json.dumps({"samples": [s["id"] for s in samples], "tools": sum(len(s["tools"]) for s in samples),
-                         "episodes": recipe.episodes, "max_turns": recipe.max_turns, "seed": recipe.seed,
-                         "max_new_tokens": recipe.max_new_tokens,
-                         "max_response_length": recipe.max_response_length}, sort_keys=True)
+    budget = json.dumps(_evaluation_budget(samples, recipe), sort_keys=True)
     key = f"{weights_digest(model_dir)[:16]}-{hashlib.sha256(budget.encode()).hexdigest()[:16]}"
     kept = archive / "evaluations.json"
     known = json.loads(kept.read_text()) if kept.exists() else {}
@@ -379,10 +376,7 @@ def cached_evaluate(model_dir: Path | None, samples: list[dict], recipe: Recipe,
     weights = Path(model_dir) / "model.safetensors" if model_dir else None
     key = json.dumps({"model": str(model_dir) if model_dir else None,
                       "weights_mtime": weights.stat().st_mtime if weights else None,
-                      "samples": [s["id"] for s in samples], "tools": sum(len(s["tools"]) for s in samples),
-                      "episodes": recipe.episodes, "max_turns": recipe.max_turns, "seed": recipe.seed,
-                      "max_new_tokens": recipe.max_new_tokens,
-                      "max_response_length": recipe.max_response_length}, sort_keys=True)
+                      **_evaluation_budget(samples, recipe)}, sort_keys=True)
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     if key not in cache:
         log(f"evaluating {model_dir or 'the base model'} on {len(samples)} held-out samples x {recipe.episodes}")
@@ -390,6 +384,13 @@ def cached_evaluate(model_dir: Path | None, samples: list[dict], recipe: Recipe,
         cache = {**(json.loads(cache_file.read_text()) if cache_file.exists() else {}), key: cache[key]}
         cache_file.write_text(json.dumps(cache, indent=1))
     return cache[key]
+
+
+def _evaluation_budget(samples: list[dict], recipe: Recipe) -> dict:
+    """What an evaluation's result depends on besides the weights."""
+    return {"samples": [s["id"] for s in samples], "tools": sum(len(s["tools"]) for s in samples),
+            "episodes": recipe.episodes, "max_turns": recipe.max_turns, "seed": recipe.seed,
+            "max_new_tokens": recipe.max_new_tokens, "max_response_length": recipe.max_response_length}
 
 
 def paired_interval(before: dict, after: dict, confidence: float = 0.95) -> dict:

@@ -292,7 +292,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                                   valid=usable).tolist()
 
     if _gradient_is_zero(config, accelerator, advantages):
-        return _zero_gradient_update(config, accelerator, model, optimizer, scheduler, advantages,
+        return _zero_gradient_update(model, optimizer, scheduler,
                                      updates=-(-len(batch) // config.mini_batch_size) * config.num_iterations)
 
     # Sequences of this process in each mini-batch: its even share of the mini-batch's groups.
@@ -386,8 +386,7 @@ def _gradient_is_zero(config: GRPOConfig, accelerator, advantages: list[float]) 
                                                  DistributedType.MULTI_GPU))
 
 
-def _zero_gradient_update(config: GRPOConfig, accelerator, model, optimizer, scheduler, advantages: list[float],
-                          updates: int) -> dict[str, float]:
+def _zero_gradient_update(model, optimizer, scheduler, updates: int) -> dict[str, float]:
     """The same optimizer and scheduler steps as the full update, with the zero gradient it would have
     computed, without its forward and backward passes (minutes on CPU for long tau2 prompts). The steps
     still run: Adam's moments and weight decay move the weights exactly as they would have."""

@@ -7,6 +7,8 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from astra_core.local.prefix_cache import PrefixCache
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -58,8 +60,6 @@ class Generator:
 
     def __init__(self, model, tokenizer, *, max_batch: int = 8, stop_token_ids: list[int] | None = None,
                  prefix_cache_tokens: int = 16384):
-        from astra_core.local.prefix_cache import PrefixCache
-
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch = max_batch
