@@ -259,7 +259,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                       "abf/discarded": fill.discarded, "abf/buffer": len(filler.buffer),
                       "abf/from_buffer": fill.from_buffer, "abf/capped": float(fill.capped),
                       "rollout_seconds": rollout_seconds, "update_seconds": update_seconds,
-                      "tokens_per_s": update["update_tokens"] / update_seconds if update_seconds else None,
+                      "tokens_per_s": update["update_tokens"] / update_seconds
+                      if update_seconds and not update["update_skipped"] else None,
                       "rollout/generated_tokens_per_s": sum(e.generated_tokens for g in rolled for e in g.episodes)
                       / rollout_seconds / world if rollout_seconds else None,
                       "retokenize_mismatches": runner.retokenize_mismatches}
