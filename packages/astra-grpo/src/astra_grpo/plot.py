@@ -36,6 +36,10 @@ UNITS = {
     "lr": "learning rate",
 }
 FRACTIONS = {"valid_fraction", "rollout/format_validity"}
+# Drawn on 0..1 too when every value lies there (an F1 or tau2 reward; a custom reward may not).
+UNIT_INTERVAL_IF_INSIDE = {"rollout/reward_mean"}
+# Drawn from 0: a constant or slowly decaying rate is not magnified into a slope.
+FROM_ZERO = {"lr"}
 MARKERS_UP_TO = 30  # steps: fewer points than this are drawn with markers (two points are not a trend)
 
 
@@ -100,8 +104,10 @@ def plot_runs(runs: list[str], output: str, *, labels: list[str] | None = None, 
 
 
 def _panel(axis, metric: str, panel: str, histories: list[list[dict]], labels: list[str], window: int) -> None:
+    drawn = []
     for history, label in zip(histories, labels, strict=True):
         points = [(row["step"], row[metric]) for row in history if metric in row]
+        drawn += [value for _, value in points]
         if points:
             steps, values = zip(*points, strict=True)
             axis.plot(steps, smooth(list(values), window), label=label, linewidth=1.6,
@@ -109,6 +115,8 @@ def _panel(axis, metric: str, panel: str, histories: list[list[dict]], labels: l
     axis.set_title(panel, fontsize=10)
     axis.set_xlabel("training step")
     axis.set_ylabel(UNITS.get(metric, ""), fontsize=8)
-    if metric in FRACTIONS:
+    if metric in FRACTIONS or (metric in UNIT_INTERVAL_IF_INSIDE and drawn and 0 <= min(drawn) <= max(drawn) <= 1):
         axis.set_ylim(-0.03, 1.03)
+    elif metric in FROM_ZERO and drawn and min(drawn) >= 0:
+        axis.set_ylim(bottom=0, top=max(drawn) * 1.1 or 1)
     axis.grid(alpha=0.3)
