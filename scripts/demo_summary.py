@@ -151,7 +151,7 @@ def grpo_reward(out: Path) -> str | None:
         text += f" -> {last['rollout/reward_mean']:.3f} at step {last['step']}"
     replay = [r["reward"] for r in records(out / "grpo/rollouts.jsonl") if isinstance(r.get("reward"), int | float)]
     if replay:
-        text += f"; the trained policy's replay {mean(replay):.3f} over {len(replay)} episodes"
+        text += f"; the trained policy's replay {mean(replay):.3f} over {plural(len(replay), 'episode')}"
     return text
 
 
@@ -173,7 +173,7 @@ def plural(n: int, noun: str) -> str:
 
 
 EVAL_RUNS = (("oracle", "ground-truth replays"), ("oracle_drop", "replays with 30% of BFCL calls left out"),
-             ("seed0", "embedded model, seed 0"), ("seed1", "embedded model, seed 1"))
+             ("seed0", "embedded model, seed 0"))
 
 
 def headline(out: Path) -> list[str]:

@@ -1,7 +1,7 @@
 # astra-grpo: the paper's two training stages on CPU with the embedded SmolLM2-135M-Instruct.
 # SFT warm start on the gold trajectories of the qaenv step, then online multi-turn GRPO on its RL
 # samples (episodes in nsjail sessions, F1 reward, Adaptive Batch Filling), then replaying the trained
-# policy as a stage and plotting the curves. A short SFT (6 steps of 2) teaches the tool-call format, so GRPO's
+# policy as a stage and plotting the curves. A short SFT (4 steps of 2) teaches the tool-call format, so GRPO's
 # groups have reward variance: non-zero advantages, loss and gradients. A few steps only: the signal, not
 # the learning curve (benchmarks/learning.py measures that).
 # Torch uses every core: the steps run one at a time and the model server idles meanwhile.
@@ -12,18 +12,18 @@ head -2 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
 
 # 1. SFT: loss on assistant tokens only, cosine schedule with warmup; weights in HF format.
 astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
-  --batch-size 2 --micro-batch-size 2 --max-steps 6 --warmup-ratio 0 --max-length 1024 --learning-rate 1e-4
+  --batch-size 2 --micro-batch-size 2 --max-steps 4 --warmup-ratio 0 --max-length 1024 --learning-rate 2e-4
 
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
 #    the full training state is kept for the newest step only (resume with --resume).
 astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
-  --batch-size 1 --group-size 4 --mini-batch-size 1 --micro-batch-size 4 --max-steps 2 --max-turns 3 \
+  --batch-size 1 --group-size 4 --mini-batch-size 1 --micro-batch-size 4 --max-steps 2 --max-turns 2 \
   --max-new-tokens 64 --max-response-length 512 --abf-max-rounds 1 --learning-rate 1e-5 --save-state-steps 1 --keep-last-states 1 \
   --sandbox-pool-size 2 --rollouts-out "$G/train_rollouts.jsonl" --rejects "$G/rejects.train.jsonl"
 
 # 3. The trained policy as a JSONL stage: one rollout record per episode, scored by the F1 reward.
-astra-grpo rollout "$G/rl_data.jsonl" --model "$G/train/final" -n 1 --max-turns 3 --max-new-tokens 64 \
+head -1 "$G/rl_data.jsonl" | astra-grpo rollout --model "$G/train/final" -n 1 --max-turns 2 --max-new-tokens 64 \
   --sandbox-pool-size 2 -o "$G/rollouts.jsonl" --rejects "$G/rejects.rollout.jsonl"
 
 # 4. Curves (paper Figure 8 style: turns per trajectory over training, reward, lengths, ABF).
