@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import json
 import sys
 import traceback
 import types
 
+from .binding import check_arguments
 from .framing import FrameReader, write_frame
 
 REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the supervisor
@@ -100,7 +100,7 @@ def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
         return failure("bad_arguments", f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
     function = tools[name]
     try:
-        inspect.signature(function).bind(**arguments)
+        check_arguments(function, arguments)
     except TypeError as exc:
         return failure("bad_arguments", f"{name}: {exc}")
     with _captured() as printed:
