@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import sys
@@ -50,11 +49,17 @@ def failure(kind: str, error: str) -> dict:
     return {"ok": False, "kind": kind, "error": error, "output": f"Error: {error}"}
 
 
-@contextlib.contextmanager
-def _captured():
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        yield buffer
+class _captured:  # noqa: N801 - used like contextlib's redirect_stdout, with less work in a fresh episode
+    """Capture stdout and stderr (both) into one StringIO."""
+
+    def __enter__(self) -> io.StringIO:
+        self.saved = sys.stdout, sys.stderr
+        buffer = io.StringIO()
+        sys.stdout = sys.stderr = buffer
+        return buffer
+
+    def __exit__(self, *exc_info) -> None:
+        sys.stdout, sys.stderr = self.saved
 
 
 def environment_tools(module: types.ModuleType) -> dict:
