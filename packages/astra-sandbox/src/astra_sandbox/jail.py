@@ -43,6 +43,8 @@ SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 JAIL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8")
+# every symbol resolved before the first fork: otherwise each episode resolves (and writes) the same ones again
+SUPERVISOR_ENV = "LD_BIND_NOW=1"
 LIBNL_FIX = "apt-get install -y libnl-route-3-200 libnl-3-200   (scripts/setup does this)"
 
 
@@ -138,7 +140,9 @@ def _rendered_config(config: SandboxConfig, site_dirs: tuple[str, ...]) -> str:
     directory = tempfile.mkdtemp(prefix="astra-sandbox-")
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     path = os.path.join(directory, "nsjail.cfg")
-    to_file(nsjail_config(config, site_dirs), path)
+    jail = nsjail_config(config, site_dirs)
+    jail.envar.append(SUPERVISOR_ENV)
+    to_file(jail, path)
     return path
 
 

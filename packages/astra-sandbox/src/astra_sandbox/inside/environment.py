@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import io
 import json
 import sys
 import traceback
 import types
 
+from .binding import check_arguments
 from .framing import FrameReader, write_frame
 
 REQUEST_FD, REPLY_FD = 3, 4  # the code process's side of its channel to the supervisor
@@ -50,11 +49,17 @@ def failure(kind: str, error: str) -> dict:
     return {"ok": False, "kind": kind, "error": error, "output": f"Error: {error}"}
 
 
-@contextlib.contextmanager
-def _captured():
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        yield buffer
+class _captured:  # noqa: N801 - used like contextlib's redirect_stdout, with less work in a fresh episode
+    """Capture stdout and stderr (both) into one StringIO."""
+
+    def __enter__(self) -> io.StringIO:
+        self.saved = sys.stdout, sys.stderr
+        buffer = io.StringIO()
+        sys.stdout = sys.stderr = buffer
+        return buffer
+
+    def __exit__(self, *exc_info) -> None:
+        sys.stdout, sys.stderr = self.saved
 
 
 def environment_tools(module: types.ModuleType) -> dict:
@@ -100,7 +105,7 @@ def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
         return failure("bad_arguments", f"arguments of {name} must be a JSON object, got {type(arguments).__name__}")
     function = tools[name]
     try:
-        inspect.signature(function).bind(**arguments)
+        check_arguments(function, arguments)
     except TypeError as exc:
         return failure("bad_arguments", f"{name}: {exc}")
     with _captured() as printed:

@@ -38,6 +38,7 @@ import time
 
 from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment, warm_up
 from .framing import FrameReader, decode, read_frame, write_body, write_frame
+from .prefork import share_heap
 from .program import run_program
 
 SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
@@ -147,6 +148,7 @@ class Zygote:
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
         self.host = FrameReader(0)
         warm_up()
+        share_heap()
 
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
