@@ -57,10 +57,14 @@ def minimal_instance(schema: dict, defs: dict | None = None):
     return None
 
 
+# A free-text reply that text stages accept (a request of more than a few words), so records are written.
+TEXT_REPLY = "1. Please list every open order of the customer with id 42 and show the total of each one."
+
+
 def reply_for(body: dict) -> dict:
     response_format = body.get("response_format") or {}
     schema = (response_format.get("json_schema") or {}).get("schema")
-    content = json.dumps(minimal_instance(schema)) if schema else "ok"
+    content = json.dumps(minimal_instance(schema)) if schema else TEXT_REPLY
     return {"id": "x", "object": "chat.completion", "model": "fixed-latency",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
@@ -142,8 +146,10 @@ def run_stage(stage: str, records: Path, base_url: str, concurrency: int) -> tup
         raise SystemExit(f"{stage} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     written = len(result.stdout.splitlines())
-    summary = next((line for line in result.stderr.splitlines() if line.startswith(stage + ":")), "")
-    rejected = int(summary.split("rejected ")[1].split()[0]) if "rejected " in summary else 0
+    # the stage's closing count line (progress lines start the same way)
+    summary = next((line for line in reversed(result.stderr.splitlines())
+                    if line.startswith(stage + ":") and "rejected " in line), "")
+    rejected = int(summary.split("rejected ")[1].split()[0].replace(",", "")) if summary else 0
     return seconds, cpu, written, rejected
 
 
