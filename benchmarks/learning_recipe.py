@@ -416,9 +416,11 @@ def load_average() -> str:
 
 # -- figures -----------------------------------------------------------------------------------------
 
-CURVES = [("rollout/reward_mean", "training reward (all rollouts)"),
-          ("rollout/tool_calls_mean", "tool calls per trajectory"),
-          ("rollout/turns_mean", "assistant turns per trajectory")]
+# (metric, panel title, y axis): each run's training reward is the one it trains on (an ablation's arms differ).
+CURVES = [("rollout/reward_mean", "training reward (the run's own reward)", "reward, 0-1 (mean over rollouts)"),
+          ("rollout/tool_calls_mean", "tool calls per trajectory", "tool calls (mean)"),
+          ("rollout/turns_mean", "assistant turns per trajectory", "assistant turns (mean)")]
+HELD_OUT_PANEL = ("held-out F1 (step 0: SFT)", "F1, 0-1 (mean over held-out episodes)")
 
 
 def plot_curves(runs: dict[str, Path], held_out_f1: dict[str, dict[int, float]], output: Path, title: str,
@@ -432,7 +434,7 @@ def plot_curves(runs: dict[str, Path], held_out_f1: dict[str, dict[int, float]],
     figure, axes = plt.subplots(1, len(CURVES) + 1, figsize=(4.2 * (len(CURVES) + 1), 3.6))
     for label, run in runs.items():
         history = read_metrics(run)
-        for axis, (metric, _) in zip(axes, CURVES, strict=False):
+        for axis, (metric, _, _) in zip(axes, CURVES, strict=False):
             points = [(row["step"], row[metric]) for row in history if metric in row]
             if points:
                 steps, values = zip(*points, strict=True)
@@ -440,9 +442,10 @@ def plot_curves(runs: dict[str, Path], held_out_f1: dict[str, dict[int, float]],
         evaluated = sorted(held_out_f1.get(label, {}).items())
         if evaluated:
             axes[-1].plot(*zip(*evaluated, strict=True), marker="o", label=label, linewidth=1.6)
-    for axis, name in zip(axes, [t for _, t in CURVES] + ["held-out F1 (step 0: SFT)"], strict=True):
+    for axis, (name, unit) in zip(axes, [(t, u) for _, t, u in CURVES] + [HELD_OUT_PANEL], strict=True):
         axis.set_title(name, fontsize=10)
         axis.set_xlabel("GRPO step")
+        axis.set_ylabel(unit, fontsize=8)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
