@@ -143,3 +143,12 @@ def test_chart_legend_sits_outside_every_panel_and_names_each_run():
     assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in panels)
     assert all("%" in ax.get_ylabel() for ax in panels)
     report.pyplot().close(fig)
+
+
+def test_tau2_ticks_say_what_overall_averages_and_that_airline_is_extra():
+    rows = ROWS + [("tau2", "airline", "a1", t, 1.0, {}) for t in range(4)]
+    fig = report.bar_figure({"model": report.figures(_records("m", rows))})
+    [tau2] = [ax for ax in fig.axes if ax.get_title() == "tau2-Bench"]
+    ticks = [label.get_text() for label in tau2.get_xticklabels()]
+    assert ticks == ["Retail", "Telecom", "Overall (Retail, Telecom)", "Airline (not in Overall)"]
+    report.pyplot().close(fig)
