@@ -245,16 +245,23 @@ def run_arm(root: Path, sft_dir: Path, sft_eval: dict, train: list[dict], held_o
     held-out F1 by step with step 0 = SFT). With `archive`, a finished arm's metrics and evaluations are
     kept there (committed: `out/` does not outlive a machine), and an arm found there is not run again."""
     run = grpo_dir(root, recipe)
-    if archive is not None and (kept := _archived_arm(archive / run.name, sft_dir, held_out)) is not None:
+    kept_in = archive / _archive_name(run, recipe) if archive is not None else None
+    if kept_in is not None and (kept := _archived_arm(kept_in, sft_dir, held_out, recipe)) is not None:
         return kept
     final = grpo(run, sft_dir, train, recipe, pool)
     curve = {0: sft_eval["f1"]}
     for step, weights in weights_by_step(run).items():
         curve[step] = cached_evaluate(weights, held_out, recipe, pool, cache)["f1"]
     result = cached_evaluate(final, held_out, recipe, pool, cache)
-    if archive is not None:
-        _archive_arm(archive / run.name, run, sft_dir, held_out, result, curve)
+    if kept_in is not None:
+        _archive_arm(kept_in, run, sft_dir, held_out, recipe, result, curve)
     return run, result, curve
+
+
+def _archive_name(run: Path, recipe: Recipe) -> str:
+    """One archived arm per run and held-out set: the same GRPO run (the reward ablation's F1 arm is the mixing
+    ablation's no-distractor arm) is evaluated on held-out samples with other distractors under another name."""
+    return run.name if recipe.eval_mixing == "none" else f"{run.name}-eval-{recipe.eval_mixing}"
 
 
 def weights_digest(model_dir: Path) -> str:
@@ -266,21 +273,24 @@ def weights_digest(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def _archive_arm(kept: Path, run: Path, sft_dir: Path, held_out: list[dict], final: dict,
+def _archive_arm(kept: Path, run: Path, sft_dir: Path, held_out: list[dict], recipe: Recipe, final: dict,
                  curve: dict[int, float]) -> None:
     kept.mkdir(parents=True, exist_ok=True)
     (kept / "metrics.jsonl").write_text((run / "metrics.jsonl").read_text())
     (kept / "arm.json").write_text(json.dumps(
         {"sft_weights_sha256": weights_digest(sft_dir), "held_out": [s["id"] for s in held_out],
-         "final": final, "held_out_f1_by_step": curve}, indent=1))
+         "eval_mixing": recipe.eval_mixing, "final": final, "held_out_f1_by_step": curve}, indent=1))
     log(f"GRPO: {run.name}'s metrics and evaluation kept in {kept}")
 
 
-def _archived_arm(kept: Path, sft_dir: Path, held_out: list[dict]) -> tuple[Path, dict, dict[int, float]] | None:
+def _archived_arm(kept: Path, sft_dir: Path, held_out: list[dict],
+                  recipe: Recipe) -> tuple[Path, dict, dict[int, float]] | None:
     if not (kept / "arm.json").exists():
         return None
     arm = json.loads((kept / "arm.json").read_text())
-    if arm["sft_weights_sha256"] != weights_digest(sft_dir) or arm["held_out"] != [s["id"] for s in held_out]:
+    # arms archived before the field was written were all evaluated without distractors
+    if (arm["sft_weights_sha256"] != weights_digest(sft_dir) or arm["held_out"] != [s["id"] for s in held_out]
+            or arm.get("eval_mixing", "none") != recipe.eval_mixing):
         raise SystemExit(f"{kept}: this arm started from another SFT checkpoint or held-out set than this run's; "
                          "the arms of one ablation must share them: remove the archived arms and run them all again")
     log(f"GRPO: {kept.name} from its archived metrics and evaluation ({kept})")
