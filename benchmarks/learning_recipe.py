@@ -291,7 +291,8 @@ def _archived_arm(kept: Path, sft_dir: Path, held_out: list[dict],
     # arms archived before the field was written were all evaluated without distractors
     if (arm["sft_weights_sha256"] != weights_digest(sft_dir) or arm["held_out"] != [s["id"] for s in held_out]
             or arm.get("eval_mixing", "none") != recipe.eval_mixing):
-        raise SystemExit(f"{kept}: this arm started from another SFT checkpoint or held-out set than this run's; "
+        raise SystemExit(f"{kept}: this arm started from another SFT checkpoint, or was evaluated on another held-out set "
+                         "(samples or their distractors), than this run's; "
                          "the arms of one ablation must share them: remove the archived arms and run them all again")
     log(f"GRPO: {kept.name} from its archived metrics and evaluation ({kept})")
     return kept, arm["final"], {int(step): f1 for step, f1 in arm["held_out_f1_by_step"].items()}
