@@ -53,10 +53,10 @@ MNT_DETACH = 2
 REPLY_BASE_BYTES = 16 << 20
 MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
 QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
-# The calls of an episode at which its background work starts (loading the next episode ahead, then
-# forking a blank one), so that it is spread over the episode instead of piling up on its first
-# call with the previous episode's exit; whatever is still due starts when the episode closes.
-PRELOAD_AT_CALL, REFILL_AT_CALL = 2, 4
+# The call of an episode at which the next blank episode is forked (or its close, if it has fewer
+# calls). Not at its first: then the fork would pile up with the previous episode's exit and the
+# load ahead, which both start at the open.
+REFILL_AT_CALL = 4
 
 
 class Mounts:
@@ -133,9 +133,9 @@ class Zygote:
     episode never waits for process start-up, and finishes closed episodes after replying, so the
     host never waits for a namespace to be torn down. Each prepared episode is handed out once.
 
-    An episode's background work (the next episode loaded ahead, a blank one forked, each costing
-    a core about a millisecond) starts at its calls PRELOAD_AT_CALL and REFILL_AT_CALL, not all at
-    its first call, where the previous episode's exit already competes for the cores."""
+    An open starts work on the cores besides the episode's own: the previous episode exits, and an
+    environment opened again is loaded ahead. The next blank episode (a fork and its isolation,
+    about a millisecond of a core) is forked at a later call, so it does not pile up with them."""
 
     def __init__(self, jailed: bool):
         self.jailed = jailed
@@ -152,7 +152,6 @@ class Zygote:
         # an environment opened twice in a row is loaded ahead into a blank episode for its next open
         self.preloaded: tuple[tuple, Episode] | None = None
         self.last_open: tuple | None = None
-        self.preload_due: tuple | None = None  # (key, open message) to load ahead at PRELOAD_AT_CALL
         self.calls = 0  # of the running episode
         self.after_reply = None  # work that waits until the host has its reply
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
@@ -208,7 +207,7 @@ class Zygote:
                     "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
         if op == "close":
             self.retire()
-            self.after_reply = self.catch_up
+            self.after_reply = self.refill
             return {"ok": True}
         if op == "run":
             self.retire()
@@ -227,8 +226,8 @@ class Zygote:
             host_waiting = self.host.pending or bool(select.select([0], [], [], QUIET_S)[0])
             if host_waiting:
                 return
-            if self.preload_due is not None or (self.spare is None and self.base_limits is not None):
-                self.catch_up()
+            if self.spare is None and self.base_limits is not None:
+                self.refill()
                 continue
             if not self.ending:
                 return
@@ -244,8 +243,9 @@ class Zygote:
     # -- environments --------------------------------------------------------------------------
     def open(self, message: dict) -> dict | bytes:
         """Start an episode of an environment: the one loaded ahead for it if there is one, else the
-        blank spare given the code now (the next spare is forked later, see `background`)."""
+        blank spare given the code now (the next spare is forked at a later call, see `exchange`)."""
         self.retire()
+        self.calls = 0
         key = None if message.get("site") else (message["code"], tuple(sorted(message["limits"].items())))
         preloaded, self.preloaded = self.preloaded, None
         if preloaded is not None and preloaded[0] == key and not preloaded[1].ended():
@@ -260,35 +260,18 @@ class Zygote:
             episode = self.episode = self.take(message)
             episode.close_outputs()  # an environment's prints are captured per call instead
             reply = self.exchange(self.job(message), message["limits"]["call_timeout_s"])
-        self.preload_due = (key, message) if key is not None and key == self.last_open and _loaded(reply) else None
+        if key is not None and key == self.last_open and _loaded(reply):
+            self.after_reply = lambda: self.preload(key, message)
         self.last_open = key
-        self.calls = 0
         return reply
 
     @staticmethod
     def job(message: dict) -> dict:
         return {"mode": "environment", "code": message["code"], "limits": message["limits"]}
 
-    def background(self) -> None:
-        """Start the background work due at this call of the episode (see PRELOAD_AT_CALL)."""
-        if self.preload_due is not None:
-            if self.calls >= PRELOAD_AT_CALL:
-                self.preload(*self.preload_due)
-            return  # the next blank episode is forked at a later call
-        if self.calls >= REFILL_AT_CALL:
-            self.refill()
-
-    def catch_up(self) -> None:
-        """Start what is still due (the episode closed early, or the host is quiet): the load ahead,
-        then the next blank episode."""
-        if self.preload_due is not None:
-            self.preload(*self.preload_due)
-        self.refill()
-
     def preload(self, key: tuple, message: dict) -> None:
         """Give the blank spare this environment's code now, for its next open. (The next spare is
-        forked afterwards, see `background` and `catch_up`.)"""
-        self.preload_due = None
+        forked while the zygote waits for a reply, see `exchange`, or when the host is quiet.)"""
         self.refill()  # if the spare went to the running episode (its open found nothing loaded ahead)
         if self.spare is None:
             return
@@ -480,12 +463,14 @@ class Zygote:
 
     def exchange(self, message: dict | bytes, timeout: float) -> dict | bytes:
         """Send a request (or the job) to the episode's code and await its reply within `timeout`.
-        While the code works, the background work due at this call is started (see `background`)."""
+        While the code works, the next blank episode is forked if there is none, from the episode's
+        REFILL_AT_CALL-th call on."""
         episode = self.episode
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
         self.send(episode, message, timeout)
-        self.background()
+        if self.calls >= REFILL_AT_CALL:
+            self.refill()
         return self.receive()
 
     @staticmethod
