@@ -53,6 +53,10 @@ MNT_DETACH = 2
 REPLY_BASE_BYTES = 16 << 20
 MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
 QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
+# The call of an episode at which the next blank episode is forked (or its close, if it has fewer
+# calls). Not at its first: then the fork would pile up with the previous episode's exit and the
+# load ahead, which both start at the open.
+REFILL_AT_CALL = 4
 
 
 class Mounts:
@@ -127,7 +131,11 @@ class Zygote:
     """Serves the host. Keeps the next blank episode prepared (isolated, privileges dropped,
     waiting for its code; forked while the zygote waits for a reply anyway) so that opening an
     episode never waits for process start-up, and finishes closed episodes after replying, so the
-    host never waits for a namespace to be torn down. Each prepared episode is handed out once."""
+    host never waits for a namespace to be torn down. Each prepared episode is handed out once.
+
+    An open starts work on the cores besides the episode's own: the previous episode exits, and an
+    environment opened again is loaded ahead. The next blank episode (a fork and its isolation,
+    about a millisecond of a core) is forked at a later call, so it does not pile up with them."""
 
     def __init__(self, jailed: bool):
         self.jailed = jailed
@@ -144,6 +152,7 @@ class Zygote:
         # an environment opened twice in a row is loaded ahead into a blank episode for its next open
         self.preloaded: tuple[tuple, Episode] | None = None
         self.last_open: tuple | None = None
+        self.calls = 0  # of the running episode
         self.after_reply = None  # work that waits until the host has its reply
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
         self.host = FrameReader(0)
@@ -190,6 +199,7 @@ class Zygote:
         if op == "open":
             return self.open(message)
         if op in ("call", "state"):  # passed on as they are: the code reads them the same
+            self.calls += 1
             return self.exchange(body, self.episode.limits["call_timeout_s"] if self.episode else 0)
         if op == "status":
             return {"ok": True, "ready": [spare.pid for spare in self.spares()],
@@ -197,6 +207,7 @@ class Zygote:
                     "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
         if op == "close":
             self.retire()
+            self.after_reply = self.refill
             return {"ok": True}
         if op == "run":
             self.retire()
@@ -232,8 +243,9 @@ class Zygote:
     # -- environments --------------------------------------------------------------------------
     def open(self, message: dict) -> dict | bytes:
         """Start an episode of an environment: the one loaded ahead for it if there is one, else the
-        blank spare given the code now (the next spare is forked while it loads)."""
+        blank spare given the code now (the next spare is forked at a later call, see `exchange`)."""
         self.retire()
+        self.calls = 0
         key = None if message.get("site") else (message["code"], tuple(sorted(message["limits"].items())))
         preloaded, self.preloaded = self.preloaded, None
         if preloaded is not None and preloaded[0] == key and not preloaded[1].ended():
@@ -260,6 +272,7 @@ class Zygote:
     def preload(self, key: tuple, message: dict) -> None:
         """Give the blank spare this environment's code now, for its next open. (The next spare is
         forked while the zygote waits for a reply, see `exchange`, or when the host is quiet.)"""
+        self.refill()  # if the spare went to the running episode (its open found nothing loaded ahead)
         if self.spare is None:
             return
         spare, self.spare = self.spare, None
@@ -450,12 +463,14 @@ class Zygote:
 
     def exchange(self, message: dict | bytes, timeout: float) -> dict | bytes:
         """Send a request (or the job) to the episode's code and await its reply within `timeout`.
-        While the code works, the next blank episode is forked if there is none."""
+        While the code works, the next blank episode is forked if there is none, from the episode's
+        REFILL_AT_CALL-th call on."""
         episode = self.episode
         if episode is None or episode.requests is None:
             return {**failure("exception", "no environment is running"), "dead": True}
         self.send(episode, message, timeout)
-        self.refill()
+        if self.calls >= REFILL_AT_CALL:
+            self.refill()
         return self.receive()
 
     @staticmethod
