@@ -2,9 +2,10 @@
 simulator before and after SFT on user-model data (AReaL-SEA §5), on held-out tau2 retail tasks, CPU.
 
 Data. `astra-grpo tau2-oracle` plays tau2 retail tasks right (the task's gold calls in a live tau2
-environment between templated user turns; kept only when tau2's evaluator scores 1); `astra-toolgraph
-evolve export-user-sft` turns them into the user's side of the conversation; `astra-grpo sft` trains the
-user model on the first tasks (train split, by task id). The other tasks are held out.
+environment between templated user turns, with the policy's yes before the first change; kept only when
+tau2's evaluator scores 1); `astra-toolgraph evolve export-user-sft` turns them into the user's side of the
+conversation; `astra-grpo sft` trains the user model on the first tasks (train split, by task id). The
+other tasks are held out.
 
 Probes. For every held-out task the user simulator (astra_core.users, served by `astra-core serve`,
 greedy) answers four conversation prefixes of that task's oracle conversation:
@@ -34,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from astra_grpo.tau2 import READ_ONLY_PREFIXES
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 CONFIRM = "I found your account and the details of your request. Before I change anything: shall I go ahead?"
@@ -44,11 +47,10 @@ EARLY, LATE = ("ask", "confirm"), ("done", "done-new")
 def probes(conversation: list[dict]) -> dict[str, list[dict]]:
     """The four prefixes (assistant-side messages) of one oracle conversation."""
     ask = conversation[:3]                       # system, user opening, assistant asks who the user is
-    calls = conversation[4:-1]                   # the gold calls and their results
     lookups = []
-    for message in calls:                        # the read-only calls before the first write
-        if message["role"] == "assistant" and not message["tool_calls"][0]["function"]["name"].startswith(
-                ("get_", "find_", "list_", "search_", "calculate")):
+    for message in conversation[4:-1]:           # the read-only calls (and results) before the first write
+        calls = message.get("tool_calls") or []  # or before the assistant asks to go ahead
+        if message["role"] == "assistant" and not (calls and calls[0]["function"]["name"].startswith(READ_ONLY_PREFIXES)):
             break
         lookups.append(message)
     if lookups and lookups[-1]["role"] == "assistant":

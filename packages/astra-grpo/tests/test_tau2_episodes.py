@@ -132,7 +132,7 @@ def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_samp
 def test_an_oracle_conversation_scores_1_and_becomes_user_model_sft_data(tau2):
     """tau2-oracle's conversations: the gold calls run in a live environment, tau2's evaluator accepts them, and
     astra-toolgraph's export-user-sft turns them into the user's side ending with ###STOP###."""
-    from astra_grpo.tau2 import oracle_conversation
+    from astra_grpo.tau2 import CONFIRMED, oracle_conversation
     from astra_toolgraph.evolve.export import user_sft_record
 
     [task] = tau2.tasks("retail", ids=["2"])  # return three items; the task expects "10" (t-shirt options) said
@@ -141,8 +141,12 @@ def test_an_oracle_conversation_scores_1_and_becomes_user_model_sft_data(tau2):
     assert "10" in record["messages"][-1]["content"]
     sft = user_sft_record(record)
     assert [m["role"] for m in sft["messages"]] == ["system", "user", "assistant", "user", "assistant", "user",
-                                                   "assistant"]
-    assert sft["messages"][-1]["content"] == "###STOP###" and "###STOP###" not in sft["messages"][4]["content"]
+                                                   "assistant", "user", "assistant"]
+    # before the return (the task's only write) the assistant lists it and the user says yes, as tau2's policy asks
+    assert "return delivered order items" in sft["messages"][5]["content"]
+    assert sft["messages"][6]["content"] == CONFIRMED
+    assert sft["messages"][-1]["content"] == "###STOP###"
+    assert not any("###STOP###" in m["content"] for m in sft["messages"][1:-1])
     told = dict(task, communicate_info=[])  # the same calls, but the count is never said: COMMUNICATE fails
     assert oracle_conversation(tau2, "retail", told)["verification"]["verdict"] == "FAIL"
 

@@ -271,13 +271,21 @@ def opening_message(task: dict, simulator=None) -> str:
 
 ASK_IDENTITY = "I can help with that. First, please tell me who you are: your name and zip code, or your email."
 ANYTHING_ELSE = "Is there anything else I can help you with?"
+# tau2's policies have the agent list a change and get an explicit yes before it writes; a few wordings, so that the
+# user model learns to answer the question rather than the turn number
+CONFIRM_WORDINGS = ("Here is what I will do: {plan}. Do you confirm that I should proceed (yes/no)?",
+                    "To do this I need to {plan}. Would you like me to proceed?",
+                    "I am ready to {plan}. Can you confirm (yes/no)?")
+CONFIRMED = "Yes, please go ahead."
+READ_ONLY_PREFIXES = ("get_", "find_", "list_", "search_", "calculate")
 
 
 def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str = "base") -> dict:
     """A `trajectory` record of one tau2 task played right, for the user model's SFT data (AReaL-SEA §5):
     the user opens with the task's reason for the call, the assistant asks who the user is and the user
     answers with what it knows, the assistant makes the task's gold calls (executed in a live tau2
-    environment), reports what it did and what the task expects said, and the user ends with ###STOP###.
+    environment; before the first call that writes, it lists the changes and the user says yes, as tau2's
+    policies require), reports what it did and what the task expects said, and the user ends with ###STOP###.
     tau2's evaluator scores it; `verification.verdict` is SUCCESS only at reward 1 (what
     `astra-toolgraph evolve export-user-sft` exports). The user's turns are templates over the task's own
     text: they teach when to stop, not how to talk."""
@@ -291,18 +299,20 @@ def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str =
                 {"role": "assistant", "content": ASK_IDENTITY},
                 {"role": "user", "content": f"Sure. {known or 'I am not sure what you need.'}"}]
     spec = {"domain": domain, "task_id": task["id"], "split": split}
-    done = []
+    writes = [action["name"].replace("_", " ") for action in task["gold_actions"] if not _read_only(action["name"])]
+    confirm = CONFIRM_WORDINGS[sum(map(ord, str(task["id"]))) % len(CONFIRM_WORDINGS)].format(plan=", then ".join(writes))
     with pool.session(spec) as session:
         for index, action in enumerate(task["gold_actions"]):
+            if confirm and not _read_only(action["name"]):  # before the first write
+                messages += [{"role": "assistant", "content": confirm}, {"role": "user", "content": CONFIRMED}]
+                confirm = None
             call_id = f"call_{index}"
             messages.append({"role": "assistant", "content": "", "tool_calls": [{
                 "id": call_id, "type": "function",
                 "function": {"name": action["name"], "arguments": json.dumps(action["arguments"])}}]})
             result = session.call(action["name"], action["arguments"], call_id)
             messages.append({"role": "tool", "tool_call_id": call_id, "name": action["name"], "content": result.output})
-            if not action["name"].startswith(("get_", "find_", "list_", "search_", "calculate")):
-                done.append(action["name"].replace("_", " "))
-        summary = f"Done: {', '.join(done)}." if done else "I have looked into it."
+        summary = f"Done: {', '.join(writes)}." if writes else "I have looked into it."
         told = " ".join(task.get("communicate_info") or [])
         messages.append({"role": "assistant", "content": f"{summary} {told} {ANYTHING_ELSE}".replace("  ", " ")})
         messages.append({"role": "user", "content": STOP})
@@ -313,3 +323,7 @@ def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str =
                         verification={"verdict": verdict, "by": "tau2 evaluate_simulation",
                                       "rationale": f"tau2 reward {result['reward']}"})
     return record
+
+
+def _read_only(tool: str) -> bool:
+    return tool.startswith(READ_ONLY_PREFIXES)
