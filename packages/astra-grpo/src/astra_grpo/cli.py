@@ -177,8 +177,8 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
     environment per episode and tau2's own evaluator as the reward (`reward.kind: tau2`)."""
     from astra_core.jsonl import dumps
 
-    from astra_grpo.grpo import make_user_simulator
     from astra_grpo.tau2 import Tau2Pool, opening_message, sample_record
+    from astra_grpo.users import make_user_simulator
 
     with Tau2Pool(tau2_python) as pool:
         tasks = pool.tasks(domain, split=split, ids=ids.split(",") if ids else None)
