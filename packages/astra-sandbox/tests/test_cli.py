@@ -95,6 +95,17 @@ def test_session_replays_calls_in_fresh_episodes(tmp_path):
     assert lines[-1]["kind"] == "unknown_tool"
 
 
+@pytest.mark.parametrize(("bad_line", "says"), [
+    ('{"name": "bump", "arguments":', "<stdin>:2: invalid JSON"),
+    ('{"name": 42}', "<stdin>:2: field name"),
+    ('["bump"]', "<stdin>:2: expected a JSON object"),
+])
+def test_session_stops_before_any_call_at_a_line_it_cannot_read(bad_line, says):
+    done = cli("session", "--episodes", "2", *QUICK, stdin='{"name": "list_products"}\n' + bad_line + "\n")
+    assert done.returncode == 1 and done.stdout == ""
+    assert says in done.output and "Traceback" not in done.output
+
+
 def test_selftest_prints_a_table_of_contained_snippets():
     # (every snippet runs in test_security.py; here the command's wiring and its table)
     done = cli("selftest", "--only", "network-loopback", "--only", "fork-bomb")

@@ -129,11 +129,16 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
 def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:
     """Replay tool calls against an environment (an `environment` record file, or a .py file; default:
     the bundled sample shop). Writes one JSON line per call: the ToolResult with its episode and call number."""
+    from astra_core.jsonl import iter_raw_lines, parse_line
+    from astra_core.schema import RecordError
+
     config = config_from(kwargs)
     code, requirements = _load_environment(environment or str(SAMPLE_ENVIRONMENT))
-    handle = sys.stdin if calls_path == "-" else open(calls_path)  # noqa: SIM115
-    with handle:
-        calls = [json.loads(line) for line in handle if line.strip()]
+    try:  # the replay is a script: a line it cannot read stops it before any call runs
+        calls = [parse_line(source, lineno, raw, REPLAY_CALL).record
+                 for source, lineno, raw in iter_raw_lines([calls_path])]
+    except RecordError as exc:
+        raise click.ClickException(str(exc)) from None
     with open_pool(config, 1) as pool:
         for episode in range(episodes):
             with pool.session(code, requirements) as active:
@@ -146,6 +151,13 @@ def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:
                         result = active.call(call.get("name"), call.get("arguments"))
                         line = {"episode": episode, "call": number, "name": call.get("name"), **result.to_dict()}
                     click.echo(json.dumps(line, ensure_ascii=False))
+
+
+# One line of `astra-sandbox session --calls`: a tool call as a model would make it (its arguments are checked by
+# the environment, as a model's are), or a state snapshot.
+REPLAY_CALL = {"type": "object", "anyOf": [
+    {"required": ["state"], "properties": {"state": {"const": True}}},
+    {"required": ["name"], "properties": {"name": {"type": "string"}}}]}
 
 
 def _load_environment(path: str) -> tuple[str, list[str]]:
