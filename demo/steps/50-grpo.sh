@@ -16,10 +16,10 @@ astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/s
 
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
-#    the full training state is kept for the newest step only (resume with --resume).
+#    the full training state is saved at the last step (resume with --resume).
 astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
   --batch-size 1 --group-size 4 --mini-batch-size 1 --micro-batch-size 4 --max-steps 2 --max-turns 2 \
-  --max-new-tokens 64 --max-response-length 512 --abf-max-rounds 1 --learning-rate 1e-5 --save-state-steps 1 --keep-last-states 1 \
+  --max-new-tokens 64 --max-response-length 512 --abf-max-rounds 1 --learning-rate 1e-5 --save-state-steps 2 --keep-last-states 1 \
   --sandbox-pool-size 2 --rollouts-out "$G/train_rollouts.jsonl" --rejects "$G/rejects.train.jsonl"
 
 # 3. The trained policy as a JSONL stage: one rollout record per episode, scored by the F1 reward.

@@ -69,8 +69,8 @@ astra-toolgraph evolve export-rl "$E/seed_verified.jsonl" --domains "$E/domain.j
 
 # 4. The user model (AReaL-SEA §5: fine-tuned before RL so that it follows its instruction and stops when it is
 #    fulfilled): a tiny SFT of SmolLM2 on the user-side data, served by `astra-core serve` from its local path.
-astra-grpo sft "$E/user_sft.jsonl" --config sft_tiny_cpu.yaml --max-steps 1 --warmup-ratio 0 --report-to none \
-  --output-dir "$E/user_model"
+astra-grpo sft "$E/user_sft.jsonl" --config sft_tiny_cpu.yaml --max-steps 1 --batch-size 2 --warmup-ratio 0 \
+  --report-to none --output-dir "$E/user_model"
 rm -f "$E/user_model.port"
 astra-core serve --model "$E/user_model/final" --port 0 --port-file "$E/user_model.port" 2>"$E/user_model.log" &
 user_pid=$!
