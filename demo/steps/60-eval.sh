@@ -31,7 +31,7 @@ astra-eval run acebench --split multi_step --limit 1 --trials 1 --max-messages 2
   -o "$OUT/eval/seed0/acebench.jsonl"
 astra-eval run bfcl --category base --ids multi_turn_base_100 --max-turns 1 --max-tokens 8 --seed 0 \
   -o "$OUT/eval/seed0/bfcl.jsonl"
-astra-eval run tau2 --domain retail --limit 1 --trials 1 --max-steps 3 --max-tokens 8 --user-max-tokens 8 --seed 0 \
+astra-eval run tau2 --domain retail --limit 1 --trials 1 --max-steps 2 --max-tokens 8 --user-max-tokens 8 --seed 0 \
   -o "$OUT/eval/seed0/tau2.jsonl"
 
 # 3. The paper-shaped summary, and the runs side by side with a bar chart.
