@@ -42,6 +42,11 @@ def tau2():
         yield pool
 
 
+def test_a_task_asked_for_by_id_that_tau2_lacks_is_an_error_not_a_silent_gap(tau2):
+    with pytest.raises(Tau2Error, match="retail .* has no task 'nope'"):
+        tau2.tasks("retail", ids=["0", "nope"])
+
+
 @pytest.fixture(scope="module")
 def retail_sample(tau2):
     [task] = tau2.tasks("retail", ids=["0"])

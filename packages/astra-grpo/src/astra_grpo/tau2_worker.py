@@ -70,7 +70,11 @@ class Worker:
         environment = self.registry.get_env_constructor(domain)()
         system = self.system_prompt(environment.get_policy())
         tools = [tool.openai_schema for tool in environment.get_tools()]
-        chosen = [task for name, task in self.tasks_of(domain, split).items() if not ids or name in ids]
+        known = self.tasks_of(domain, split)
+        unknown = [task_id for task_id in ids or () if task_id not in known]
+        if unknown:  # a task asked for by id is never left out in silence
+            raise KeyError(f"tau2 {domain} ({split or 'all'} split) has no task {', '.join(map(repr, unknown))}")
+        chosen = [task for name, task in known.items() if not ids or name in ids]
         out = []
         for task in chosen[:limit]:
             criteria = task.evaluation_criteria
