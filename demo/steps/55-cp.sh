@@ -22,9 +22,8 @@ MAIN_PROCESS_PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127
   --max-length 1024 --learning-rate 2e-5 --warmup-ratio 0 --report-to none
 python - "$C/sft" "$OUT/grpo/sft" <<'PY'
 import json, os, sys
-from itertools import islice
 cp1 = os.path.join(sys.argv[2], "metrics.jsonl")  # the grpo step's SFT at CP=1: the same first batch
-reference = json.loads(next(islice(open(cp1), 1))) if os.path.exists(cp1) else None
+reference = json.loads(open(cp1).readline()) if os.path.exists(cp1) else None
 for step in (json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl")):
     same = (f" (CP=1 on the same batch, step 50: loss {reference['loss']:.4f}, grad norm {reference['grad_norm']:.3f})"
             if reference and step["step"] == 1 else "")
@@ -39,9 +38,8 @@ MAIN_PROCESS_PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127
   --sandbox-pool-size 2 --learning-rate 2e-6 --report-to none --rejects "$C/rejects.grpo.jsonl"
 python - "$C/grpo" "$OUT/grpo/train" <<'PY'
 import json, os, sys
-from itertools import islice
 cp1 = os.path.join(sys.argv[2], "metrics.jsonl")  # the grpo step's first step at CP=1: the same prompt and seed
-reference = json.loads(next(islice(open(cp1), 1))) if os.path.exists(cp1) else None
+reference = json.loads(open(cp1).readline()) if os.path.exists(cp1) else None
 for step in (json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl")):
     same = (f" (CP=1, step 50's first step: reward {reference['rollout/reward_mean']:.3f}, loss {reference['loss']:.4f}, "
             f"grad norm {reference['grad_norm']:.3f})" if reference and step["step"] == 1 else "")
