@@ -18,7 +18,7 @@ SHAPE = {"title": "item", "type": "object", "required": ["id", "n"],
 
 @dataclass
 class Config:
-    size: int = knob(2, "Records per batch.", flag="batch", short="b")
+    size: int = knob(2, "Records per batch.", flag="batch", short="b", minimum=1, maximum=64)
     offset: int = knob(0, "Added to n.")
 
 
@@ -60,6 +60,20 @@ def test_the_batch_size_comes_from_the_config_and_a_bundled_config_is_found_by_n
     assert seen["opened"][0] == 3
     result = CliRunner().invoke(group, ["add", "--config", "nope.yaml"], input=lines(2))
     assert result.exit_code == 1 and "no such config file 'nope.yaml' (bundled: big.yaml)" in result.output
+
+
+def test_a_bounded_knob_out_of_range_is_a_usage_error_as_a_flag_and_a_config_error_in_a_file(tmp_path):
+    group, seen = build(tmp_path)
+    for value in ("0", "65"):
+        result = CliRunner().invoke(group, ["add", "-b", value], input=lines(2))
+        assert result.exit_code == 2, result.output
+        assert "--batch" in result.output and "1<=x<=64" in result.output
+    (tmp_path / "bundled" / "zero.yaml").write_text("size: 0\n")
+    result = CliRunner().invoke(group, ["add", "--config", "zero.yaml"], input=lines(2))
+    assert result.exit_code == 1 and "config field size: must be between 1 and 64, got 0" in result.output
+    assert "opened" not in seen  # nothing ran
+    result = CliRunner().invoke(group, ["add", "-b", "64"], input=lines(2))
+    assert result.exit_code == 0, result.output
 
 
 def test_records_that_fail_internally_exit_3_and_a_stage_error_stops_the_stage(tmp_path):

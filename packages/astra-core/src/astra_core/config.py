@@ -4,9 +4,11 @@
     class JudgeConfig:
         min_score: float | None = knob(None, "Reject records scored below this.")
         rubric: str = knob("default", "Which rubric.", choices=("default", "strict"))
+        attempts: int = knob(3, "Tries per record.", minimum=1)
 
 A field is a flag of its command (`min_score` -> `--min-score`; a bool `--x/--no-x`; a list takes
-comma-separated values; a mapping JSON or YAML), its help text is the field's `help`. Precedence:
+comma-separated values; a mapping JSON or YAML), its help text is the field's `help`; `minimum`/`maximum`
+bound a number (a flag out of range is a usage error). Precedence:
 dataclass defaults < `--config FILE` (YAML) < flags. A bad value fails before any work starts,
 naming the field (`ConfigError`). A config class may define `validate()` for checks across fields.
 """
@@ -29,12 +31,15 @@ class ConfigError(ValueError):
 
 
 def knob(default: Any, help: str, *, choices: Iterable[str] | None = None, flag: str | None = None,  # noqa: A002
-         short: str | None = None, **kwargs: Any) -> Any:
-    """A config field with its documentation (and, optionally, its allowed values, its own flag name or a
-    one-letter short flag: `short="n"` is `-n`)."""
+         short: str | None = None, minimum: float | None = None, maximum: float | None = None, **kwargs: Any) -> Any:
+    """A config field with its documentation (and, optionally, its allowed values, its bounds (inclusive; a
+    flag out of them is a usage error, a file's value a ConfigError), its own flag name or a one-letter short
+    flag: `short="n"` is `-n`)."""
     metadata = {"help": help}
     if choices is not None:
         metadata["choices"] = tuple(choices)
+    if minimum is not None or maximum is not None:
+        metadata["range"] = (minimum, maximum)
     if flag is not None:
         metadata["flag"] = flag
     if short is not None:
@@ -163,13 +168,28 @@ def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict
     except (TypeError, ValueError) as exc:  # checks a config class makes itself (__post_init__)
         raise ConfigError(f"{cls.__name__}: {exc}") from exc
     for spec in dataclasses.fields(cls):
+        value = getattr(config, spec.name)
         allowed = spec.metadata.get("choices")
-        if allowed and getattr(config, spec.name) is not None and getattr(config, spec.name) not in allowed:
-            raise ConfigError(f"config field {spec.name}: must be one of {' | '.join(allowed)}, "
-                              f"got {getattr(config, spec.name)!r}")
+        if allowed and value is not None and value not in allowed:
+            raise ConfigError(f"config field {spec.name}: must be one of {' | '.join(allowed)}, got {value!r}")
+        if "range" in spec.metadata and value is not None and not _in_range(value, spec.metadata["range"]):
+            raise ConfigError(f"config field {spec.name}: must be {_range_text(spec.metadata['range'])}, got {value!r}")
     if hasattr(config, "validate"):
         config.validate()
     return config
+
+
+def _in_range(value: Any, bounds: tuple) -> bool:
+    low, high = bounds
+    values = value if isinstance(value, list | tuple) else [value]
+    return all((low is None or v >= low) and (high is None or v <= high) for v in values)
+
+
+def _range_text(bounds: tuple) -> str:
+    low, high = bounds
+    if low is not None and high is not None:
+        return f"between {low:g} and {high:g}"
+    return f">= {low:g}" if low is not None else f"<= {high:g}"
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -225,6 +245,10 @@ def _option(spec: dataclasses.Field, hint: Any) -> Callable:
     if spec.metadata.get("choices"):
         return click.option(*names, dest, type=click.Choice(spec.metadata["choices"]), default=None,
                             help=help_text)
+    if "range" in spec.metadata and hint in (int, float):
+        low, high = spec.metadata["range"]
+        bounded = (click.IntRange if hint is int else click.FloatRange)(low, high)
+        return click.option(*names, dest, type=bounded, default=None, help=help_text)
     return click.option(*names, dest, type=hint, default=None, help=help_text)
 
 
