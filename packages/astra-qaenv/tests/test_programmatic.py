@@ -150,7 +150,7 @@ def test_the_command_rejects_a_wrong_typed_entity_by_line_and_field(cli, tmp_pat
     assert kept.exit_code == 0, kept.stderr
     assert {r["meta"]["parent_id"] for r in read(tmp_path / "qa.jsonl")} == {"country/valdoria"}
     wrong_type, unknown = read(tmp_path / "rej.jsonl")
-    assert wrong_type["source"] == f"{starts}:2" and "5 is not of type 'string'" in wrong_type["reason"]
+    assert wrong_type["source"] == f"{starts}:2" and "field id:" in wrong_type["reason"] and " 5" in wrong_type["reason"]
     assert unknown["id"] == "city/atlantis" and "not in the knowledge base" in unknown["reason"]
 
 
@@ -164,3 +164,31 @@ def test_config_file_and_flags_set_the_knobs_and_bad_values_name_the_field(cli, 
     assert len(made) == 2 and {r["scenario_type"] for r in made} <= {"Single-Hop", "Multi-Hop"}  # the flag wins
     bad = cli("programmatic", starts, "--scenarios", "Single-Hop,Bogus")
     assert bad.exit_code == 1 and "config field scenarios: unknown scenario type(s) ['Bogus']" in bad.stderr
+
+
+@pytest.mark.parametrize("bad_file,row,where", [
+    ("entities.jsonl", {"id": "s/2", "type": "star", "name": "Vel", "attributes": "x"}, "entities.jsonl:3: record 's/2': field attributes:"),
+    ("entities.jsonl", {"id": "s/2", "type": "star", "name": "Vel", "attributes": {"mass": {"kg": 1}}},
+     "entities.jsonl:3: record 's/2': field attributes.mass:"),
+    ("entities.jsonl", {"id": "s/1", "type": "star", "name": "Vel"}, "entities.jsonl:3: field id: duplicate entity id 's/1' (first at"),
+    ("relations.jsonl", {"subject": "p/1", "relation": 5, "object": "s/1"}, "relations.jsonl:2: field relation:"),
+    ("relations.jsonl", {"subject": "p/1", "relation": "near", "object": "s/9"}, "relations.jsonl:2: field object:"),
+    ("schema.jsonl", {"type": "planet", "field": "moons", "lower_wins": "yes"}, "schema.jsonl:1: field lower_wins:"),
+    ("schema.jsonl", {"type": "planet", "field": "moons", "phrase": "the moons of {planet}"}, "schema.jsonl:1: field phrase:"),
+    ("schema.jsonl", {"type": "planet", "field": "moons", "tool": "get moons"}, "schema.jsonl:1: field tool:"),
+])
+def test_a_bad_kb_file_stops_the_command_naming_its_file_line_and_field(cli, tmp_path, bad_file, row, where):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    write_kb(kb, [{"id": "p/1", "type": "planet", "name": "Zorb", "domain": "space", "attributes": {"moons": 3}},
+                  {"id": "s/1", "type": "star", "name": "Kel", "domain": "space", "attributes": {"spectral_class": "G"}}],
+             [{"subject": "p/1", "relation": "orbits", "object": "s/1"}])
+    starts = write(tmp_path / "starts.jsonl", [{"id": "p/1"}])
+    good = cli("programmatic", starts, "--kb", kb, "-o", tmp_path / "qa.jsonl")
+    assert good.exit_code == 0 and read(tmp_path / "qa.jsonl"), good.stderr
+    with open(kb / bad_file, "a") as handle:
+        handle.write(json.dumps(row) + "\n")
+    result = cli("programmatic", starts, "--kb", kb, "-o", tmp_path / "qa.jsonl")
+    assert result.exit_code == 1, result.stderr
+    assert result.stderr.startswith(f"astra-qaenv programmatic: {kb / where}"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -11,6 +11,9 @@ A knowledge base is a directory (or three files) of JSON Lines:
   "lower_wins"?: bool}`.
   Fields without a row get a phrase and tool name derived from their names.
 
+Every row is checked as the files load (`ENTITY_ROW`, `RELATION_ROW`, `SCHEMA_ROW`): a wrong type, an
+unknown entity or a template with other placeholders is a KBError naming the file, line and field.
+
 Every attribute and relation of an entity type is a *field*; each field becomes one lookup tool
 `get_<type>_<field>(<type>)` whose data is the field's table.
 """
@@ -18,11 +21,12 @@ Every attribute and relation of an entity type is a *field*; each field becomes 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
-from astra_core.jsonl import read_jsonl
+from astra_core.jsonl import MalformedLine, iter_raw_lines, parse_line
 
 
 class KBError(ValueError):
@@ -97,40 +101,94 @@ def _ident(text: str) -> str:
     return re.sub(r"\W+", "_", text.strip().lower()).strip("_") or "value"
 
 
+# What each KB file's rows must be (checked as they load: an error names the file, its line and the field).
+IDENTIFIER = "^[A-Za-z_][A-Za-z0-9_]*$"  # a tool and its parameter become a Python function's names
+_TEXT = {"type": "string", "minLength": 1}
+
+ENTITY_ROW = {
+    "title": "knowledge-base entity",
+    "type": "object",
+    "required": ["id", "type", "name"],
+    "properties": {"id": _TEXT, "type": _TEXT, "name": _TEXT, "domain": _TEXT,
+                   "attributes": {"type": "object",
+                                  "additionalProperties": {"type": ["string", "number", "boolean", "null", "array"]}}},
+}
+
+RELATION_ROW = {
+    "title": "knowledge-base relation",
+    "type": "object",
+    "required": ["subject", "relation", "object"],
+    "properties": {"subject": _TEXT, "relation": _TEXT, "object": _TEXT},
+}
+
+SCHEMA_ROW = {
+    "title": "knowledge-base schema row",
+    "type": "object",
+    "required": ["type", "field"],
+    "properties": {"type": _TEXT, "field": _TEXT, "phrase": _TEXT, "description": {"type": "string"},
+                   "tool": {"type": "string", "pattern": IDENTIFIER}, "param": {"type": "string", "pattern": IDENTIFIER},
+                   "question": _TEXT, "compare": _TEXT, "lower_wins": {"type": "boolean"}},
+}
+
+# The placeholders each template of a schema row may use.
+_TEMPLATES = {"phrase": ("name",), "question": ("name",), "compare": ("a", "b")}
+
+
+def _rows(path: Path, shape: dict) -> Iterator[tuple[str, dict]]:
+    """("file:line", row) of a KB file, each row checked against `shape`; KBError names file, line and field."""
+    for source, lineno, raw in iter_raw_lines([str(path)]):
+        try:
+            yield f"{source}:{lineno}", parse_line(source, lineno, raw, shape).record
+        except MalformedLine as exc:
+            raise KBError(str(exc)) from None
+
+
+def _check_templates(where: str, row: dict) -> None:
+    for key, names in _TEMPLATES.items():
+        if key not in row:
+            continue
+        try:
+            row[key].format(**{name: "x" for name in names})
+        except (KeyError, IndexError, ValueError) as exc:
+            allowed = " and ".join("{" + name + "}" for name in names)
+            raise KBError(f"{where}: field {key}: {row[key]!r} is not a template with {allowed} "
+                          f"({type(exc).__name__}: {exc})") from None
+
+
 def load_kb(path: str | Path | None = None) -> KnowledgeBase:
     """Load a knowledge base directory (default: the bundled sample) and check its consistency."""
     root = Path(path) if path else Path(str(files("astra_qaenv") / "data" / "kb"))
     if not (root / "entities.jsonl").exists() or not (root / "relations.jsonl").exists():
         raise KBError(f"{root}: a knowledge base needs entities.jsonl and relations.jsonl")
     entities: dict[str, dict] = {}
+    seen: dict[str, str] = {}  # entity id -> file:line
     names: dict[tuple[str, str], str] = {}
-    for row in read_jsonl(root / "entities.jsonl"):
-        missing = [k for k in ("id", "type", "name") if not row.get(k)]
-        if missing:
-            raise KBError(f"entity {row.get('id')!r} lacks {', '.join(missing)}")
+    for where, row in _rows(root / "entities.jsonl", ENTITY_ROW):
         if row["id"] in entities:
-            raise KBError(f"duplicate entity id {row['id']!r}")
+            raise KBError(f"{where}: field id: duplicate entity id {row['id']!r} (first at {seen[row['id']]})")
         key = (row["type"], lookup_key(row["name"]))
         if key in names:
-            raise KBError(f"two {row['type']} entities are both named {row['name']!r} ({names[key]}, {row['id']}): "
-                          "lookup tools find entities by name")
+            raise KBError(f"{where}: field name: two {row['type']} entities are both named {row['name']!r} "
+                          f"({names[key]}, {row['id']}): lookup tools find entities by name")
         names[key] = row["id"]
+        seen[row["id"]] = where
         row.setdefault("domain", "general")
         row.setdefault("attributes", {})
         entities[row["id"]] = row
     relations: dict[tuple[str, str], str] = {}
     targets: dict[tuple[str, str], str] = {}
-    for row in read_jsonl(root / "relations.jsonl"):
-        subject, relation, obj = row.get("subject"), row.get("relation"), row.get("object")
-        for end in (subject, obj):
+    for where, row in _rows(root / "relations.jsonl", RELATION_ROW):
+        subject, relation, obj = row["subject"], row["relation"], row["object"]
+        for end, name in ((subject, "subject"), (obj, "object")):
             if end not in entities:
-                raise KBError(f"relation {subject} -{relation}-> {obj}: unknown entity {end!r}")
+                raise KBError(f"{where}: field {name}: relation {subject} -{relation}-> {obj}: unknown entity {end!r}")
         if (subject, relation) in relations:
-            raise KBError(f"{subject} has two {relation!r} objects; lookup tools need one answer per subject")
+            raise KBError(f"{where}: field relation: {subject} has two {relation!r} objects; "
+                          "lookup tools need one answer per subject")
         kind = (entities[subject]["type"], relation)
         if targets.setdefault(kind, entities[obj]["type"]) != entities[obj]["type"]:
-            raise KBError(f"relation {relation!r} of {kind[0]} leads to both {targets[kind]} and "
-                          f"{entities[obj]['type']} entities")
+            raise KBError(f"{where}: field object: relation {relation!r} of {kind[0]} leads to both {targets[kind]} "
+                          f"and {entities[obj]['type']} entities")
         relations[(subject, relation)] = obj
     kb = KnowledgeBase(entities, relations)
     kb.fields = _fields(kb, targets, _schema_rows(root / "schema.jsonl"))
@@ -140,7 +198,11 @@ def load_kb(path: str | Path | None = None) -> KnowledgeBase:
 def _schema_rows(path: Path) -> dict[tuple[str, str], dict]:
     if not path.exists():
         return {}
-    return {(row["type"], row["field"]): row for row in read_jsonl(path)}
+    rows = {}
+    for where, row in _rows(path, SCHEMA_ROW):
+        _check_templates(where, row)
+        rows[(row["type"], row["field"])] = row
+    return rows
 
 
 def _fields(kb: KnowledgeBase, targets: dict[tuple[str, str], str], schema: dict) -> dict[str, dict[str, Field]]:
