@@ -1,4 +1,5 @@
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -7,8 +8,10 @@ from pathlib import Path
 
 import pytest
 from astra_core import validate
+from astra_toolgraph.cli import main
 from astra_toolgraph.mcp_client import McpConnection
 from astra_toolgraph.normalize import SourceError, detect_format, from_astra, mcp_transports, normalize_source
+from click.testing import CliRunner
 from toolgraph_helpers import invoke, read_jsonl, time_source, write_jsonl
 
 
@@ -129,6 +132,34 @@ def test_an_unreachable_server_is_a_reject_not_a_crash(tmp_path):
     assert "source: cannot tell the source format" in reasons[1]
 
 
+@pytest.mark.parametrize(("bad", "field"), [({"path": 5}, "path"), ({"path": ["a"]}, "path"),
+                                            ({"domain": ["x"]}, "domain"), ({"description": 3}, "description"),
+                                            ({"include_tools": "a"}, "include_tools")])
+def test_a_wrong_typed_source_field_is_malformed_input_naming_the_field(tmp_path, bad, field):
+    calendar = next(s for s in invoke_samples() if s.get("id") == "calendar")
+    sources = write_jsonl(tmp_path / "sources.jsonl", [calendar, {**calendar, "id": "bad", **bad}])
+    rejects = tmp_path / "rejects.jsonl"
+    result = invoke("normalize", sources, "--skip-bad", "--rejects", rejects)
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["calendar"]
+    [reject] = read_jsonl(rejects)
+    assert reject["reason"].startswith(f"malformed: {sources}:2: record 'bad': field {field}: ")
+    stopped = CliRunner().invoke(main, ["normalize", str(sources)])
+    assert stopped.exit_code == 1 and f"{sources}:2: record 'bad': field {field}:" in stopped.stderr
+
+
+def test_an_astra_source_on_a_file_of_another_format_is_a_source_reject_saying_what_it_found(tmp_path):
+    calendar = next(s for s in invoke_samples() if s.get("id") == "calendar")
+    broken = write_jsonl(tmp_path / "servers.jsonl", [{"base_info": {"group_info": {"server_name": 3}}}])
+    sources = write_jsonl(tmp_path / "sources.jsonl", [{"format": "astra", "path": calendar["path"]},
+                                                       {"format": "astra", "path": str(broken)}])
+    rejects = tmp_path / "rejects.jsonl"
+    invoke("normalize", sources, "--rejects", rejects)
+    first, second = (r["reason"] for r in read_jsonl(rejects))
+    assert first == (f"source: {calendar['path']} is not in astra format: record #1 has no base_info or mcp_info "
+                     "(found keys type, function, output_schema)")
+    assert second.startswith(f"source: {broken} record #1: field base_info.group_info.server_name: 3 is not of type")
+
+
 def test_a_source_can_expose_only_some_tools():
     calendar = next(s for s in invoke_samples() if s.get("id") == "calendar")
     (server,) = asyncio.run(normalize_source({**calendar, "include_tools": ["list_events", "get_event", "nope"],
@@ -137,12 +168,10 @@ def test_a_source_can_expose_only_some_tools():
 
 
 def invoke_samples():
-    import json
     return [json.loads(line) for line in invoke("samples").stdout.splitlines()]
 
 
 def test_the_bundled_sample_tasks_are_tasks_for_bundled_tools():
-    import json
 
     from astra_core.schema import validate
 

@@ -25,9 +25,8 @@ import re
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
+from astra_core.schema import RecordError, validate
 
-from astra_toolgraph.mcp_client import list_server_tools
 from astra_toolgraph.schema_map import Unmappable, openai_tool
 
 FORMATS = ("mcp", "astra", "openai", "bfcl", "openapi")
@@ -36,6 +35,47 @@ HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
 class SourceError(ValueError):
     """A source that is not one of the known formats, or whose document cannot be read."""
+
+
+_TEXT = {"type": ["string", "null"]}
+_ASTRA_INFO = {
+    "type": "object",
+    "properties": {
+        "base_info": {"type": "object", "properties": {
+            "group_info": {"type": "object", "properties": dict.fromkeys(
+                ("server_name", "server_title", "server_description", "domain"), _TEXT)},
+            "tool_list": {"type": ["array", "null"]}}},
+        "call_info": {"type": "object", "properties": {
+            "command": _TEXT, "args": {"type": ["array", "null"], "items": {"type": "string"}}}},
+    },
+}
+ASTRA_RECORD = {
+    "title": "ASTRA server record",
+    "description": "A line of ASTRA's mcp_servers.jsonl: base_info.group_info, base_info.tool_list, call_info "
+                   "(optionally wrapped in mcp_info).",
+    **_ASTRA_INFO,
+    "properties": {**_ASTRA_INFO["properties"], "mcp_info": _ASTRA_INFO},
+}
+
+
+_STRING = {"type": "string"}
+OPENAPI_SPEC = {
+    "title": "OpenAPI document",
+    "type": "object",
+    "properties": {
+        "paths": {"type": "object", "additionalProperties": {"type": "object"}},
+        "info": {"type": "object", "properties": {"title": _STRING, "description": _STRING}},
+        "servers": {"type": "array", "items": {"type": "object", "properties": {"url": _STRING}}},
+    },
+}
+
+
+def _checked(document: Any, shape: dict, where: str) -> Any:
+    """`document` if it has `shape`; else a SourceError naming `where` and the field."""
+    try:
+        return validate(document, shape)
+    except RecordError as exc:
+        raise SourceError(f"{where}: field {exc.field}: {exc.message}") from None
 
 
 def slug(text: str) -> str:
@@ -63,9 +103,17 @@ def _read_document(path: str) -> Any:
     file = Path(path)
     if not file.exists():
         raise SourceError(f"document {path} does not exist")
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"document {path} cannot be read: {exc}") from None
     if file.suffix in (".yaml", ".yml"):
-        return yaml.safe_load(text)
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SourceError(f"{path}: not YAML: {exc}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -115,13 +163,25 @@ def _astra_transport(call_info: dict) -> dict:
     return {"kind": "doc_only"}
 
 
+def _astra_lines(path: str) -> list[dict]:
+    """The records of an ASTRA mcp_servers.jsonl file, each checked to be one."""
+    document = _read_document(path)
+    lines = document if isinstance(document, list) else [document]
+    for number, line in enumerate(lines, start=1):
+        if not isinstance(line, dict) or ("base_info" not in line and "mcp_info" not in line):
+            found = f"keys {', '.join(map(str, line))}" if isinstance(line, dict) else f"a {type(line).__name__}"
+            raise SourceError(f"{path} is not in astra format: record #{number} has no base_info or mcp_info "
+                              f"(found {found})")
+        _checked(line, ASTRA_RECORD, f"{path} record #{number}")
+    return lines
+
+
 def from_astra(source: dict) -> list[dict]:
     """One server per ASTRA record; a source with only a `path` stands for every line of that file."""
     if "base_info" not in source and "mcp_info" not in source:
         if not source.get("path"):
             raise SourceError("an astra source needs base_info (a record) or path (a mcp_servers.jsonl file)")
-        lines = _read_document(source["path"])
-        return [server for line in (lines if isinstance(lines, list) else [lines])
+        return [server for line in _astra_lines(source["path"])
                 for server in from_astra({**line, "path": source["path"]})]
     info = source.get("mcp_info", source)
     base = info.get("base_info") or {}
@@ -129,6 +189,7 @@ def from_astra(source: dict) -> list[dict]:
     name = group.get("server_name") or group.get("server_title") or group.get("name") or group.get("group_id")
     if not name:
         raise SourceError("ASTRA record has no base_info.group_info.server_name/server_title")
+    name = str(name)  # (a numeric group_id names a server too)
 
     def build(entry: dict) -> dict:
         schema = entry.get("parameters", entry.get("inputSchema", entry.get("input_schema")))
@@ -249,6 +310,7 @@ def from_openapi(source: dict) -> list[dict]:
     spec = source if ("openapi" in source or "swagger" in source) else _read_document(source.get("path") or "")
     if not isinstance(spec, dict) or not isinstance(spec.get("paths"), dict):
         raise SourceError("OpenAPI document has no `paths`")
+    _checked(spec, OPENAPI_SPEC, source.get("path") or "OpenAPI document")
     entries = []
     for path, item in spec["paths"].items():
         for method in HTTP_METHODS:
@@ -296,6 +358,8 @@ def mcp_transports(source: dict) -> list[tuple[str, dict]]:
 
 
 async def from_mcp(source: dict, *, timeout_s: float = 60.0, errlog: IO[str] | None = None) -> list[dict]:
+    from astra_toolgraph.mcp_client import list_server_tools
+
     records = []
     for name, transport in mcp_transports(source):
         listed = await list_server_tools(transport, timeout_s=timeout_s, errlog=errlog)

@@ -19,6 +19,7 @@ from astra_core.stage import Rejected
 from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_chains
 from astra_toolgraph.configs import EmulatorConfig, RolloutConfig, WalkConfig
 from astra_toolgraph.graph import GraphConfig, build_graph
+from astra_toolgraph.normalize import ASTRA_RECORD, OPENAPI_SPEC
 from astra_toolgraph.tasks import AugmentConfig, TaskConfig, augment_task, chain_tasks, server_tasks
 from astra_toolgraph.verify import VerifyConfig, verify_chain
 
@@ -67,14 +68,25 @@ def server_of(record: dict, servers: dict[str, dict]) -> dict:
 
 # -- normalize -----------------------------------------------------------------------------------------
 
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_MCP_SERVER = {
+    "type": "object",
+    "properties": {"name": _STRING, "command": _STRING, "args": _STRINGS, "url": _STRING, "cwd": _STRING,
+                   "env": {"type": "object", "additionalProperties": _STRING},
+                   "headers": {"type": "object", "additionalProperties": _STRING},
+                   "transport": {"$ref": "https://astra-toolkit.dev/schemas/tool_server.json#/properties/transport"}},
+}
 TOOL_SOURCE = {
     "title": "tool source",
     "description": "Where tools are documented: a live MCP server (`command`+`args` or `url`), a line of ASTRA's "
                    "mcp_servers.jsonl, an OpenAI function list, BFCL function docs or an OpenAPI spec.",
     "type": "object",
-    "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "command": {"type": "string"},
-                   "args": {"type": "array", "items": {"type": "string"}}, "url": {"type": "string"},
-                   "env": {"type": "object"}},
+    "properties": {**_MCP_SERVER["properties"], **ASTRA_RECORD["properties"], **OPENAPI_SPEC["properties"],
+                   "id": _STRING, "format": _STRING, "path": _STRING, "domain": _STRING, "description": _STRING,
+                   "functions": {"type": "array"}, "tools": {"type": "array"},
+                   "include_tools": _STRINGS, "exclude_tools": _STRINGS,
+                   "mcpServers": {"type": "object", "additionalProperties": _MCP_SERVER}},
 }
 
 
