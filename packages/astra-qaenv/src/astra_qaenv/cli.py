@@ -10,8 +10,8 @@ from importlib.resources import files
 
 import click
 from astra_core.command import stage_command
-from astra_core.jsonl import read_jsonl
-from astra_core.options import report_errors
+from astra_core.options import report_errors, stage_options, stage_options_from
+from astra_core.stage import Rejected, Stage
 
 from astra_qaenv import stages
 from astra_qaenv.build import build_environment
@@ -51,17 +51,31 @@ stage_command(main, "export", reads="environment", writes="rl_sample", config=st
 
 
 @main.command("stats")
-@click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("-o", "--output", default="-", show_default="stdout", help="Write the summary (JSON) here.")
+@stage_options
 @click.option("--plots", type=click.Path(file_okay=False), help="Write PNG figures (paper Figures 11-13) here (matplotlib: the `plots` extra).")
 @report_errors
-def stats_command(inputs, output, plots):
-    """Statistics of qa_instance / environment / rl_sample files (paper A.1.2), optionally with plots."""
-    from astra_qaenv.stats import plot, pyplot, summarize
+def stats_command(plots, **kwargs):
+    """Statistics of qa_instance / environment / rl_sample files (paper A.1.2), optionally with plots.
 
+    -o FILE takes the summary (JSON). A record that is none of the three kinds, or whose decomposition is not a
+    well-formed DAG, counts in no figure: it is a reject with the reason (--skip-bad, --rejects as for every stage).
+    """
+    from astra_qaenv.stats import STATS_INPUT, plot, profile, pyplot, summarize_profiles
+
+    options = stage_options_from(kwargs)
+    output, options.output = options.output, "-"
     if plots:
         pyplot()  # a missing `plots` extra fails before the inputs are read
-    summary = summarize(list(read_jsonl(list(inputs) or ["-"])))
+    profiles = []
+    with Stage("astra-qaenv stats", options, in_kind=STATS_INPUT) as stage:
+        for record in stage.inputs():
+            try:
+                profiles.append(profile(record))
+            except Rejected as exc:
+                stage.reject(record, str(exc))
+        stage.counts.produced = len(profiles)
+        stage.stats["samples described"] = len(profiles)
+    summary = summarize_profiles(profiles)
     text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
     if output == "-":
         sys.stdout.write(text)

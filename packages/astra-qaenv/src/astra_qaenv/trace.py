@@ -23,12 +23,13 @@ def _key(uuid) -> str:
     return str(uuid)
 
 
-def structural_problems(trace: list[dict]) -> list[str]:
+def structural_problems(trace: list[dict], *, optional_levels: bool = False) -> list[str]:
     """Every reason the trace is not a well-formed DAG with consistent hop levels (empty if fine).
 
     Checks: unique ids; each dependency names an id defined earlier in the list (so no forward
     references and no self-dependency); no cycles; and each step's hop_level equals its depth in
-    the DAG (1 for a step without dependencies, else 1 + the deepest dependency's level).
+    the DAG (1 for a step without dependencies, else 1 + the deepest dependency's level). With
+    `optional_levels`, a step without a hop_level (an rl_sample's job item may have none) is not checked.
     """
     problems: list[str] = []
     ids = [_key(s["_uuid"]) for s in trace]
@@ -53,6 +54,8 @@ def structural_problems(trace: list[dict]) -> list[str]:
     levels = dag_levels(trace)
     for step in trace:
         uuid = _key(step["_uuid"])
+        if optional_levels and step.get("hop_level") is None:
+            continue
         if step.get("hop_level") != levels[uuid]:
             deps = dependencies(step)
             why = "it has no dependencies" if not deps else f"its deepest dependency is at level {levels[uuid] - 1}"
