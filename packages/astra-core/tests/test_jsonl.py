@@ -31,6 +31,24 @@ def test_malformed_line_names_file_and_line(tmp_path, line, expected):
     assert info.value.lineno == 3
 
 
+@pytest.mark.parametrize("line, expected", [
+    ('{"id": [1]}', "field id: must be a non-empty string, got array [1]"),
+    ('{"id": 7}', "field id: must be a non-empty string, got integer 7"),
+    ('{"id": ""}', 'field id: must be a non-empty string, got string ""'),
+    ('{"id": "a", "meta": "x"}', "record 'a': field meta: must be an object, got string \"x\""),
+    ('{"id": "a", "meta": null}', "record 'a': field meta: must be an object, got null"),
+])
+def test_the_shared_fields_are_typed_for_records_of_any_kind(tmp_path, line, expected):
+    """Stages key records by id and append to meta: a list id once crashed every stage (unhashable), an
+    integer id escaped the duplicate check, a string meta crashed the output's provenance stamp."""
+    path = write(tmp_path, line + "\n")
+    with pytest.raises(MalformedLine) as info:
+        list(read_jsonl(path))
+    assert str(info.value) == f"{path}:1: {expected}"
+    assert [r.get("id") for r in read_jsonl(write(tmp_path, '{"id": "a", "meta": {}}\n{"id": null}\n{"x": 1}\n'))] == \
+        ["a", None, None]
+
+
 def test_invalid_record_names_line_record_and_field(tmp_path):
     path = write(tmp_path, '{"id": "c1", "meta": {}, "server_id": "s", "tools": []}\n')
     with pytest.raises(MalformedLine) as info:

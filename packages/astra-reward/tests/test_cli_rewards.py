@@ -114,6 +114,25 @@ def test_state_takes_the_expected_state_from_the_sample(tmp_path):
     ("f1", {"id": "f", "messages": "hello", "job": []}, "messages"),
     ("f1", {"id": "f", "messages": [], "job": [{"question": "q", "answer": "a"}], "malformed_calls": "2"},
      "malformed_calls"),
+    # inside the messages: each of these once scored (a name 5 or arguments [1] matched; a number answered)
+    ("f1", {"id": "f", "job": [], "messages": [
+        {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": 5, "arguments": "{}"}}]}]},
+     "messages[0].tool_calls[0].function.name"),
+    ("f1", {"id": "f", "job": [], "messages": [
+        {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": [1]}}]}]},
+     "messages[0].tool_calls[0].function.arguments"),
+    ("f1", {"id": "f", "job": [], "messages": [{"role": "assistant", "tool_calls": "get_capital"}]},
+     "messages[0].tool_calls"),
+    ("f1", {"id": "f", "job": [], "messages": [{"role": "tool", "tool_call_id": "c", "content": [1, 2]}]},
+     "messages[0].content["),
+    ("f1", {"id": "f", "job": [{"question": "q", "answer": 709000}], "messages": [
+        {"role": "assistant", "content": 709000}]}, "messages[0].content"),
+    ("state", {"id": "s", "final_state": "done", "expected_state": {"a": 2}}, "final_state"),
+    ("state", {"id": "s", "final_state": {"a": 1}, "expected_state": None}, "expected_state"),
+    # the fields every record shares, whatever the stage
+    ("state", {"id": ["s"], "final_state": {}, "expected_state": {}}, "field id"),
+    ("state", {"id": 7, "final_state": {}, "expected_state": {}}, "field id"),
+    ("f1", {"id": "f", "messages": [], "job": [], "meta": "x"}, "field meta"),
 ])
 def test_a_wrong_typed_field_is_rejected_naming_line_and_field_never_scored(command, record, field, tmp_path):
     """A string where a list or a boolean belongs once scored 1.0 or 0 without a word (or a traceback)."""

@@ -69,6 +69,7 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = N
     if not isinstance(record, dict):
         raise MalformedLine(f"expected a JSON object, got {type(record).__name__}", source=source, lineno=lineno,
                             text=raw)
+    _check_shared_fields(record, source, lineno, raw)
     if kind is not None:
         try:
             validate(record, kind)
@@ -76,6 +77,28 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = N
             raise MalformedLine(f"not a valid {kind_name(kind)}: {exc.message}", source=source, lineno=lineno, text=raw,
                                 record_id=exc.record_id, field=exc.field) from None
     return Line(source, lineno, record)
+
+
+def _check_shared_fields(record: dict, source: str, lineno: int, raw: bytes) -> None:
+    """The two fields every record may carry, whatever its kind: stages key records by `id` (--shard, --resume,
+    duplicates) and append to `meta`, so a wrong type there is bad input of any kind."""
+    record_id = record.get("id")
+    if record_id is not None and not (isinstance(record_id, str) and record_id):
+        raise MalformedLine(f"must be a non-empty string, got {_shown(record_id)}", source=source,
+                            lineno=lineno, text=raw, field="id")
+    if "meta" in record and not isinstance(record["meta"], dict):
+        raise MalformedLine(f"must be an object, got {_shown(record['meta'])}", source=source,
+                            lineno=lineno, text=raw, record_id=record_id, field="meta")
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _shown(value) -> str:
+    """A wrong value as the JSON the user wrote: its JSON type and (the start of) its text."""
+    text = orjson.dumps(value).decode()
+    kind = _JSON_TYPES.get(type(value))
+    return f"{kind + ' ' if kind else ''}{text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 def read_jsonl(paths: str | Path | Iterable[str | Path], kind: str | None = None) -> Iterator[dict]:

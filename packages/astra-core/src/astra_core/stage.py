@@ -257,7 +257,7 @@ class Stage:
         if c.other_shards:
             parts.append(f"{c.other_shards} in other shards")
         parts.append(f"wrote {c.written} from {c.produced}")
-        parts.append(f"rejected {c.rejected}" + (f" ({c.errors} errors)" if c.errors else ""))
+        parts.append(f"rejected {c.rejected}" + (f" ({c.errors} error{'s' if c.errors != 1 else ''})" if c.errors else ""))
         text = f"{self.command}: " + " · ".join(parts) + f" · {time.monotonic() - self._started:.1f}s"
         for key, value in self.stats.items():
             text += f"\n  {key}: {value}"

@@ -20,7 +20,20 @@ from astra_reward.state import state_reward
 
 # -- input shapes: what a record must carry, typed (a wrong type is a reject, never a score) ------------
 
-_MESSAGE = {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}}}
+_CONTENT = {"type": ["string", "null", "array"],  # OpenAI content: text, or a list of parts
+            "items": {"type": "object", "required": ["type"],
+                      "properties": {"type": {"type": "string"}, "text": {"type": "string"}}}}
+_TOOL_CALL = {"type": "object", "required": ["function"],
+              "properties": {"id": {"type": ["string", "null"]}, "type": {"type": "string"},
+                             "function": {"type": "object", "required": ["name"],
+                                          "properties": {"name": {"type": "string"},
+                                                         # JSON text as the API sends it (or its object)
+                                                         "arguments": {"type": ["string", "object", "null"]}}}}}
+_MESSAGE = {"type": "object", "required": ["role"],
+            "properties": {"role": {"type": "string"}, "content": _CONTENT,
+                           "tool_calls": {"type": ["array", "null"], "items": _TOOL_CALL},
+                           "tool_call_id": {"type": ["string", "null"]}, "name": {"type": "string"},
+                           "reasoning_content": {"type": ["string", "null"]}}}
 _SUB_TASK = {"type": "object", "required": ["question", "answer"],
              "properties": {"id": {"type": ["string", "integer"]}, "question": {"type": "string"},
                             "answer": {"type": ["string", "number", "array"]}, "needs_tool": {"type": "boolean"}}}
@@ -47,8 +60,8 @@ STATE_CHECK = {
     "type": "object",
     "required": ["final_state"],
     "properties": {
-        "final_state": {},
-        "expected_state": {},
+        "final_state": {"type": "object"},
+        "expected_state": {"type": "object"},
         "sample_id": {"type": "string"},
         "ignore_fields": {"type": "array", "items": {"type": "string"}},
     },
@@ -84,7 +97,7 @@ class F1Config:
     variant: str = knob("f1", "f1 = harmonic mean of recall and precision; recall / precision alone for the "
                               "paper's ablation.", choices=VARIANTS)
     samples: str | None = knob(None, SAMPLES_HELP + " Gives `job`.")
-    min_score: float | None = knob(None, MIN_SCORE_HELP)
+    min_score: float | None = knob(None, MIN_SCORE_HELP, minimum=0, maximum=1)
 
 
 def score_f1(record: dict, config: F1Config, samples: dict[str, dict]) -> dict:
@@ -114,8 +127,9 @@ class StateConfig:
     ignore: list[str] = knob([], "State paths to ignore, glob segments allowed (orders.*.created_at, "
                                  "**.updated_at).")
     samples: str | None = knob(None, SAMPLES_HELP + " Gives `reward.expected_state` and `reward.ignore_fields`.")
-    max_diff: int = knob(50, "Keep at most this many diff entries in the record (the count is always kept).")
-    min_score: float | None = knob(None, MIN_SCORE_HELP)
+    max_diff: int = knob(50, "Keep at most this many diff entries in the record (the count is always kept).",
+                         minimum=0)
+    min_score: float | None = knob(None, MIN_SCORE_HELP, minimum=0, maximum=1)
 
 
 def score_state(record: dict, config: StateConfig, samples: dict[str, dict]) -> dict:
@@ -147,9 +161,10 @@ JUDGE_BOOKKEEPING = ("not_applicable", "judge_errors", "details")
 
 @dataclass
 class JudgeConfig:
-    min_score: float | None = knob(None, "Reject records whose aggregate score is below this, or that are unscored.")
-    attempts: int = knob(2, "Replies asked for per judgment before giving up on a valid one.")
-    max_chars: int = knob(2000, "Message contents longer than this are cut in what the judge reads.")
+    min_score: float | None = knob(None, "Reject records whose aggregate score is below this, or that are unscored.",
+                                   minimum=0, maximum=1)
+    attempts: int = knob(2, "Replies asked for per judgment before giving up on a valid one.", minimum=1)
+    max_chars: int = knob(2000, "Message contents longer than this are cut in what the judge reads.", minimum=1)
 
     def settings(self, llm: LLMClient) -> JudgeSettings:
         temperature = llm.config.temperature
@@ -161,9 +176,9 @@ class JudgeConfig:
 class TaskJudgeConfig(JudgeConfig):
     servers: str | None = knob(None, "tool_server JSONL: the judge sees the tools of the server each task names "
                                      "(server_id).")
-    min_question_quality: float | None = knob(None, "Threshold θ_qq (default: --min-score).")
-    min_scenario_realism: float | None = knob(None, "Threshold θ_sr (default: --min-score).")
-    min_tool_necessity: float | None = knob(None, "Threshold θ_tn (default: --min-score).")
+    min_question_quality: float | None = knob(None, "Threshold θ_qq (default: --min-score).", minimum=0, maximum=1)
+    min_scenario_realism: float | None = knob(None, "Threshold θ_sr (default: --min-score).", minimum=0, maximum=1)
+    min_tool_necessity: float | None = knob(None, "Threshold θ_tn (default: --min-score).", minimum=0, maximum=1)
 
     def thresholds(self) -> dict[str, float]:
         given = {"question_quality": self.min_question_quality, "scenario_realism": self.min_scenario_realism,
