@@ -106,6 +106,24 @@ def test_session_stops_before_any_call_at_a_line_it_cannot_read(bad_line, says):
     assert says in done.output and "Traceback" not in done.output
 
 
+def test_session_names_a_calls_file_or_environment_it_cannot_use(tmp_path):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"name": "list_products"}\n')
+    missing = cli("session", "--calls", str(tmp_path / "nope.jsonl"), *QUICK)
+    assert missing.returncode == 2 and isinstance(missing.exception, SystemExit)  # as a missing ENVIRONMENT
+    assert f"'--calls': File '{tmp_path / 'nope.jsonl'}' does not exist" in missing.output
+    assert "Traceback" not in missing.output
+    for text, says in (("[1]\n", "not an environment record: a JSON list"), ('{"code": 5}\n', "field code"),
+                       ('{"code": "", "requirements": "os"}\n', "field requirements")):
+        environment = tmp_path / "env.jsonl"
+        environment.write_text(text)
+        bad = cli("session", str(environment), "--calls", str(calls), *QUICK)
+        assert bad.returncode == 1 and f"Error: {environment}: {says}" in bad.output, bad.output
+        assert bad.output.count("\n") == 1 and isinstance(bad.exception, SystemExit)
+    good = cli("session", "--calls", str(calls), *QUICK)
+    assert good.returncode == 0 and json.loads(good.stdout)["name"] == "list_products", good.output
+
+
 def test_selftest_prints_a_table_of_contained_snippets():
     # (every snippet runs in test_security.py; here the command's wiring and its table)
     done = cli("selftest", "--only", "network-loopback", "--only", "fork-bomb")

@@ -121,7 +121,7 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
 
 @main.command()
 @click.argument("environment", type=click.Path(exists=True, dir_okay=False), required=False)
-@click.option("--calls", "calls_path", type=click.Path(allow_dash=True, dir_okay=False), default="-",
+@click.option("--calls", "calls_path", type=click.Path(exists=True, allow_dash=True, dir_okay=False), default="-",
               show_default="stdin", help='JSONL of {"name", "arguments"} tool calls, or {"state": true}.')
 @click.option("--episodes", type=int, default=1, show_default=True,
               help="Replay the calls in this many fresh episodes, one after the other.")
@@ -155,14 +155,17 @@ def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:
 
 # One line of `astra-sandbox session --calls`: a tool call as a model would make it (its arguments are checked by
 # the environment, as a model's are), or a state snapshot.
-REPLAY_CALL = {"type": "object", "anyOf": [
+REPLAY_CALL = {"title": "tool call", "type": "object", "anyOf": [
     {"required": ["state"], "properties": {"state": {"const": True}}},
     {"required": ["name"], "properties": {"name": {"type": "string"}}}]}
 
 
 def _load_environment(path: str) -> tuple[str, list[str]]:
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{path}: cannot read the environment: {exc}") from None
     if path.endswith(".py"):
         return text, []
     first = next((line for line in text.splitlines() if line.strip()), "")
@@ -170,9 +173,14 @@ def _load_environment(path: str) -> tuple[str, list[str]]:
         record = json.loads(first) if first.lstrip().startswith("{") and first.rstrip().endswith("}") else json.loads(text)
     except json.JSONDecodeError as exc:
         raise click.ClickException(f"{path}: not an environment record (JSON/JSONL) or a .py file: {exc}") from None
+    if not isinstance(record, dict):
+        raise click.ClickException(f"{path}: not an environment record: a JSON {type(record).__name__}, not an object")
     if not isinstance(record.get("code"), str):
-        raise click.ClickException(f"{path}: the record has no \"code\"")
-    return record["code"], list(record.get("requirements") or [])
+        raise click.ClickException(f"{path}: field code: the record has no \"code\" string")
+    requirements = record.get("requirements") or []
+    if not (isinstance(requirements, list) and all(isinstance(r, str) for r in requirements)):
+        raise click.ClickException(f"{path}: field requirements: must be a list of module names")
+    return record["code"], list(requirements)
 
 
 @main.command()
