@@ -232,7 +232,8 @@ def config_options(cls: type, only: Iterable[str] | None = None, exclude: Iterab
 def _option(spec: dataclasses.Field, hint: Any) -> Callable:
     flag = flag_name(spec)
     default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
-    help_text = f"{spec.metadata.get('help', '')} [default: {default}]"
+    bounds = f"; {_range_text(spec.metadata['range'])}" if "range" in spec.metadata else ""
+    help_text = f"{spec.metadata.get('help', '')} [default: {default}{bounds}]"
     names = [f"--{flag}"] + ([f"-{spec.metadata['short']}"] if spec.metadata.get("short") else [])
     dest = DEST_PREFIX + spec.name
     if hint is bool:
@@ -245,11 +246,20 @@ def _option(spec: dataclasses.Field, hint: Any) -> Callable:
     if spec.metadata.get("choices"):
         return click.option(*names, dest, type=click.Choice(spec.metadata["choices"]), default=None,
                             help=help_text)
-    if "range" in spec.metadata and hint in (int, float):
-        low, high = spec.metadata["range"]
-        bounded = (click.IntRange if hint is int else click.FloatRange)(low, high)
-        return click.option(*names, dest, type=bounded, default=None, help=help_text)
+    if "range" in spec.metadata:
+        return click.option(*names, dest, type=hint, default=None, help=help_text,
+                            callback=_bounded(spec.metadata["range"]))
     return click.option(*names, dest, type=hint, default=None, help=help_text)
+
+
+def _bounded(bounds: tuple) -> Callable:
+    """A flag's check against its knob's bounds: out of them is a usage error naming the flag."""
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is not None and not _in_range(value, bounds):
+            raise click.BadParameter(f"must be {_range_text(bounds)}, got {value}")
+        return value
+
+    return check
 
 
 def pop_values(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
