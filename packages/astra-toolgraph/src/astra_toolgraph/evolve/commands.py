@@ -84,6 +84,6 @@ declare("run", "plan", "plan", stages.evolved_plans,
          "tasks_out",
          "trajectories_out"),
         user_llm=True, uses={"domains": domains(), "sinks": stages.iteration_sinks}, concurrency=2)
-declare("export-user-sft", "trajectory", "trajectory", stages.user_sft, ("include_all",))
-declare("export-rl", "task", "rl_sample", stages.rl_sample, ("domains", "trajectory_files"),
-        uses={"domain_records": side_records("domains", None, required=True), "openings": stages.first_user_messages})
+declare("export-user-sft", stages.USER_SIDE_TRAJECTORY, "trajectory", stages.user_sft, ("include_all",))
+declare("export-rl", stages.EXPORTABLE_TASK, "rl_sample", stages.rl_sample, ("domains", "trajectory_files"),
+        uses={"domain_records": stages.domain_records(), "openings": stages.first_user_messages})

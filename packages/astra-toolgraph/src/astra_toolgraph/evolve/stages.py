@@ -12,18 +12,46 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from astra_core.command import side_records
 from astra_core.config import knob
 from astra_core.stage import Rejected, StageError
 
 from astra_toolgraph.evolve.config import EvolveConfig
 from astra_toolgraph.evolve.plans import AgentFailed
 
+# -- input shapes: what a record must carry, typed (a wrong type is a reject naming the field, never an error) --
+
+_SCHEMAS = "https://astra-toolkit.dev/schemas/"
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_USER = {"type": "object", "required": ["instruction"],
+         "properties": {"instruction": _STRING, "private_info": {"type": ["string", "object", "array", "null"]}}}
+_VERIFICATION = {"type": "object", "required": ["verdict"], "properties": {"verdict": _STRING}}
+
 DOMAIN_RECORD = {
     "title": "domain",
     "description": "A domain to synthesize for: an environment (astra-sandbox) or a tool_server (MCP) record.",
     "type": "object",
-    "required": ["id"],
-    "properties": {"id": {"type": "string"}, "tools": {"type": "array"}},
+    "required": ["id", "tools"],
+    "properties": {"id": _STRING, "tools": {"type": "array", "items": {"$ref": _SCHEMAS + "common.json#/$defs/tool"}},
+                   "code": _STRING, "requirements": _STRINGS,
+                   "transport": {"$ref": _SCHEMAS + "tool_server.json#/properties/transport"}, "state_tool": _STRING,
+                   "description": _STRING, "example_tasks": _STRINGS},
+}
+EXPORTABLE_TASK = {
+    "title": "task",
+    "description": "A task of the engine with its user simulator profile, expected final state and verdict.",
+    "allOf": [{"$ref": _SCHEMAS + "task.json"}],
+    "required": ["user", "expected_state"],
+    "properties": {"user": _USER, "expected_state": {"type": "object"}, "ignore_fields": _STRINGS,
+                   "verification": _VERIFICATION},
+}
+USER_SIDE_TRAJECTORY = {
+    "title": "trajectory",
+    "description": "A trajectory played with the user simulator: its profile, stop token and verdict.",
+    "allOf": [{"$ref": _SCHEMAS + "trajectory.json"}],
+    "properties": {"user": {**_USER, "type": ["object", "null"]}, "user_stop": {"type": ["string", "null"]},
+                   "verification": _VERIFICATION},
 }
 
 
@@ -60,7 +88,7 @@ def domains(required: bool = True):
 
         if required and not config.domains:
             raise StageError("--domains FILE is required")
-        records = [record for path in config.domains for record in read_jsonl(path)]
+        records = [record for path in config.domains for record in read_jsonl(path, kind=DOMAIN_RECORD)]
         try:
             live = {r["id"]: domain_of(r, sandbox_config=SandboxConfig(jail=config.sandbox_jail)) for r in records}
         except Rejected as exc:
@@ -70,6 +98,13 @@ def domains(required: bool = True):
     if required:
         open_domains.requires = [("domains", "environment")]
     return open_domains
+
+
+def domain_records():
+    """A resource: the --domains records (checked, not started), by id."""
+    opener = side_records("domains", DOMAIN_RECORD, required=True)
+    opener.requires = [("domains", "environment")]
+    return opener
 
 
 @contextlib.contextmanager
