@@ -76,13 +76,16 @@ def llm_options(f: Callable) -> Callable:
         click.option("--model", envvar="ASTRA_LLM_MODEL", help="Model name [env ASTRA_LLM_MODEL; default: the "
                                                                "endpoint's first model]"),
         click.option("--api-key", envvar="ASTRA_LLM_API_KEY", help="Bearer token [env ASTRA_LLM_API_KEY]"),
-        click.option("--concurrency", type=int, default=8, show_default=True, help="Requests in flight."),
-        click.option("--max-retries", type=int, default=5, show_default=True),
-        click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
+                     help="Requests in flight (>= 1)."),
+        click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
+                     help="Retries of a failed request (>= 0)."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
+                     help="Seconds per request (> 0)."),
         click.option("--cache-dir", envvar="ASTRA_LLM_CACHE_DIR", type=click.Path(file_okay=False),
                      help="Cache replies on disk, keyed by the full request [env ASTRA_LLM_CACHE_DIR]."),
-        click.option("--temperature", type=float, default=None),
-        click.option("--max-tokens", type=int, default=None),
+        click.option("--temperature", type=click.FloatRange(min=0), default=None, help="Sampling temperature (>= 0)."),
+        click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Tokens per reply (>= 1)."),
         click.option("--seed", type=int, default=None, help="Sampling seed sent with each request."),
     ], f)
 
