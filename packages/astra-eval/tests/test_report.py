@@ -113,13 +113,58 @@ def test_a_success_that_is_not_a_boolean_is_a_reject_with_its_reason_never_a_pas
     done = cli("summary", "--json", str(path), "--rejects", str(tmp_path / "rejects.jsonl"), check=False)
     assert done.returncode == 1  # figures printed from the good records, the rejects an input error
     assert json.loads(done.stdout)["m"]["BFCL-MT: Base"] == 0.0  # the two good records, both failed
-    assert "rejected 2 of 4 records" in done.stderr
+    assert "astra-eval summary: read 4 · counted 2 · rejected 2" in done.stderr
     assert f"{path}:2: malformed: field success:" in done.stderr and f"{path}:3: malformed:" in done.stderr
     wrong_type, missing = records(tmp_path / "rejects.jsonl")
     assert wrong_type["source"] == f"{path}:2" and "'false' is not of type 'boolean'" in wrong_type["reason"]
+    assert json.loads(wrong_type["line"]) == run[1] and wrong_type["stage"] == "astra-eval summary"
     assert missing["source"] == f"{path}:3" and "'success' is a required property" in missing["reason"]
     compared = cli("compare", str(path), "--label", "m", check=False)
-    assert compared.returncode == 1 and "rejected 2 of 4 records" in compared.stderr
+    assert compared.returncode == 1 and "astra-eval compare: read 4 · counted 2 · rejected 2" in compared.stderr
+
+
+@pytest.mark.parametrize("score", [5, -2, 1.5])
+def test_a_score_outside_0_1_is_a_reject_never_a_figure(tmp_path, score):
+    run = _records("m", [("bfcl", "multi_turn_base", f"b{i}", 0, 1.0 if i == 0 else 0.0, {}) for i in range(2)])
+    run[1]["score"] = score
+    path = tmp_path / "run.jsonl"
+    path.write_text(_jsonl(run))
+    for command in ("summary", "compare"):
+        done = cli(command, str(path), "--rejects", str(tmp_path / "rejects.jsonl"), check=False)
+        assert done.returncode == 1 and "100.00" in done.stdout  # the good record alone
+        assert f"{path}:2: malformed: field score:" in done.stderr, done.stderr
+        (reject,) = records(tmp_path / "rejects.jsonl")
+        assert reject["source"] == f"{path}:2" and json.loads(reject["line"])["score"] == score
+
+
+def test_a_second_record_of_a_trial_is_a_reject_naming_both(tmp_path):
+    run = _records("m", [("bfcl", "multi_turn_base", f"b{i}", 0, 1.0 if i == 0 else 0.0, {}) for i in range(2)])
+    again = {**run[0], "id": run[0]["id"] + "-again"}
+    other_model = _records("n", [("bfcl", "multi_turn_base", "b0", 0, 0.0, {})])  # another model's trial: not a repeat
+    path = tmp_path / "run.jsonl"
+    path.write_text(_jsonl([*run, again, *other_model]))
+    done = cli("summary", "--json", str(path), "--rejects", str(tmp_path / "rejects.jsonl"), check=False)
+    assert done.returncode == 1
+    figures = json.loads(done.stdout)
+    assert figures["m"]["BFCL-MT: Base"] == 50.0 and figures["n"]["BFCL-MT: Base"] == 0.0
+    (reject,) = records(tmp_path / "rejects.jsonl")
+    assert reject["source"] == f"{path}:3" and reject["record"] == again
+    assert reject["reason"].startswith(f"duplicate trial: trial 0 of item 'b0' (bfcl multi_turn_base) is both record "
+                                       f"{run[0]['id']!r} ({path}:1), which counts, and record {again['id']!r} ({path}:3)")
+    compared = cli("compare", str(path), check=False)  # one RUN is one model: the other model's b0 repeats it too
+    assert compared.returncode == 1 and "read 4 · counted 2 · rejected 2" in compared.stderr
+
+
+def test_counts_go_to_stderr_and_a_missing_input_is_a_one_line_input_error(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_text(_jsonl(_records("m", [("bfcl", "multi_turn_base", "b0", 0, 1.0, {})])))
+    done = cli("summary", str(path))
+    assert done.stderr.strip() == "astra-eval summary: read 1 · counted 1 · rejected 0"
+    assert cli("compare", str(path)).stderr.strip() == "astra-eval compare: read 1 · counted 1 · rejected 0"
+    for command in ("summary", "compare"):
+        missing = cli(command, str(path), str(tmp_path / "nope.jsonl"), check=False)
+        assert missing.returncode == 1 and missing.stdout == "", missing.stderr
+        assert missing.stderr.strip() == f"Error: [Errno 2] No such file or directory: '{tmp_path / 'nope.jsonl'}'"
 
 
 def test_run_flags_are_config_fields_and_a_bad_value_names_the_field():

@@ -71,15 +71,20 @@ run_command("aime", runs.AimeConfig, runs.run_aime)
 
 
 def report_rejects(loads: list[report.Loaded], rejects_path: str | None, command: str) -> int:
-    """Say which lines were not eval_result records, and why (all of them in `rejects_path`); how many."""
+    """Counts on stderr (always, as every stage does), and which lines counted in no figure and why (all of them,
+    with their record or line, in `rejects_path`); returns how many were rejected."""
     rejected = [reject for loaded in loads for reject in loaded.rejects]
     if rejects_path:
         Path(rejects_path).write_bytes(b"".join(dumps({**r, "stage": command}) for r in rejected))
-    if rejected:
-        read = sum(len(loaded.records) for loaded in loads) + len(rejected)
-        click.echo(f"{command}: rejected {len(rejected)} of {read} records (they count in no figure):", err=True)
-        for reject in rejected[:10]:
-            click.echo(f"  {reject['source']}: {reject['reason']}", err=True)
+    read = sum(loaded.read for loaded in loads)
+    click.echo(f"{command}: read {read} · counted {read - len(rejected)} · rejected {len(rejected)}"
+               + (" (they count in no figure):" if rejected else ""), err=True)
+    for reject in rejected[:10]:
+        click.echo(f"  {reject['source']}: {reject['reason']}", err=True)
+    if len(rejected) > 10:
+        click.echo(f"  ... {len(rejected) - 10} more", err=True)
+    if rejected and not rejects_path:
+        click.echo("  (pass --rejects FILE to keep the rejected records)", err=True)
     return len(rejected)
 
 
@@ -91,11 +96,12 @@ def exit_on_rejects(rejected: int) -> None:
 
 
 REJECTS = click.option("--rejects", type=click.Path(dir_okay=False),
-                       help="Write every line that is not an eval_result here, with the reason (JSONL).")
+                       help="Write every line that counts in no figure here (not an eval_result, or a trial already "
+                            "read), with the reason and the line (JSONL).")
 
 
 @main.command()
-@click.argument("results", nargs=-1, type=click.Path(exists=True, allow_dash=True))
+@click.argument("results", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of tables.")
 @REJECTS
 @report_errors
@@ -116,7 +122,7 @@ def summary(results: tuple[str, ...], as_json: bool, rejects: str | None) -> Non
 
 
 @main.command()
-@click.argument("runs_", metavar="RUNS...", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.argument("runs_", metavar="RUNS...", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--label", "labels", multiple=True, help="A name per RUN, in order [default: file or directory name].")
 @click.option("--png", type=click.Path(dir_okay=False), help="Write a grouped bar chart here (matplotlib: the `plots` extra).")
 @REJECTS
@@ -131,7 +137,7 @@ def compare(runs_: tuple[str, ...], labels: tuple[str, ...], png: str | None, re
     if png:
         report.pyplot()  # a missing `plots` extra fails before the runs are read
     names = list(labels) or [Path(path).stem if Path(path).is_file() else Path(path).name for path in runs_]
-    loads = [report.load([path]) for path in runs_]
+    loads = [report.load([path], by_model=False) for path in runs_]
     rejected = report_rejects(loads, rejects, "astra-eval compare")
     table = {name: report.figures(loaded.records) for name, loaded in zip(names, loads, strict=True)}
     click.echo(report.render(table, label="Run"))

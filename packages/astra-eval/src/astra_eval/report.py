@@ -40,6 +40,23 @@ class Loaded:
     records: list[dict] = field(default_factory=list)
     rejects: list[dict] = field(default_factory=list)
 
+    @property
+    def read(self) -> int:
+        return len(self.records) + len(self.rejects)
+
+
+# What the figures read of an eval_result, checked before any is computed: the shared schema's record, a score that
+# is a share of the item solved (astra-core's eval_result schema types it only as a number), and the labels that
+# group the records (a setting or language that is not a string would break the grouping).
+_SHARE = {"type": "number", "minimum": 0, "maximum": 1}
+_LABEL = {"type": ["string", "null"]}
+EVAL_INPUT = {
+    "title": "eval_result",
+    "allOf": [{"$ref": "https://astra-toolkit.dev/schemas/eval_result.json"},
+              {"properties": {"score": _SHARE, "setting": _LABEL, "language": _LABEL,
+                              "details": {"properties": {"language": _LABEL, "process_accuracy": _SHARE}}}}],
+}
+
 
 def result_files(paths: Iterable[str | Path]) -> list[str]:
     """Files as given ('-' is stdin), a directory as every *.jsonl under it."""
@@ -49,17 +66,40 @@ def result_files(paths: Iterable[str | Path]) -> list[str]:
     return files
 
 
-def load(paths: Iterable[str | Path]) -> Loaded:
-    """The eval_result records of files or directories. A line that is not a valid eval_result (a `success`
-    that is not a boolean, a missing score, ...) counts in no figure: it is a reject with the reason."""
+def trial_key(record: dict, *, by_model: bool = True) -> tuple:
+    """What one record is the outcome of: (model,) benchmark, category, setting or language, item, trial."""
+    language = record.get("language") or record.get("details", {}).get("language")
+    return ((model_of(record),) if by_model else ()) + (
+        record["benchmark"], record["category"], record.get("setting") or language, record["item_id"], record["trial"])
+
+
+def load(paths: Iterable[str | Path], *, by_model: bool = True) -> Loaded:
+    """The eval_result records of files or directories (one run). A line that is not a valid eval_result (a
+    `success` that is not a boolean, a missing score, a score outside [0, 1], ...) counts in no figure: it is a
+    reject with the reason and the line. So is a second record of an item's trial (of one model, or of the run
+    with by_model=False): it would count that trial twice; the first is kept and the reject names both."""
     loaded = Loaded()
+    first: dict[tuple, tuple[str, str]] = {}  # trial key -> (id, file:line) of the record kept
     for source, lineno, raw in iter_raw_lines(result_files(paths)):
+        where = f"{source}:{lineno}"
         try:
-            loaded.records.append(parse_line(source, lineno, raw, "eval_result").record)
+            record = parse_line(source, lineno, raw, EVAL_INPUT).record
         except MalformedLine as bad:
-            where = f"field {bad.field}: " if bad.field else ""
-            loaded.rejects.append({"id": bad.record_id, "reason": f"malformed: {where}{bad.message}",
-                                   "source": f"{source}:{lineno}"})
+            named = f"field {bad.field}: " if bad.field else ""
+            loaded.rejects.append({"id": bad.record_id, "reason": f"malformed: {named}{bad.message}", "source": where,
+                                   "line": raw.decode("utf-8", "replace").rstrip("\r\n")})
+            continue
+        key = trial_key(record, by_model=by_model)
+        if key in first:
+            kept_id, kept_where = first[key]
+            loaded.rejects.append({
+                "id": record["id"], "source": where, "record": record,
+                "reason": f"duplicate trial: trial {record['trial']} of item {record['item_id']!r} "
+                          f"({' '.join(str(k) for k in key[-5:-2] if k)}) is both record {kept_id!r} ({kept_where}), "
+                          f"which counts, and record {record['id']!r} ({where})"})
+            continue
+        first[key] = (record["id"], where)
+        loaded.records.append(record)
     return loaded
 
 
