@@ -4,6 +4,7 @@ import math
 from collections import Counter
 
 import numpy as np
+import pytest
 from astra_toolgraph.walks import CSRGraph, WalkConfig, as_lists, plan_walks, run_walks, walk_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -131,3 +132,18 @@ def test_walk_command_writes_deduplicated_chains(tmp_path):
                for c in chains)
     assert len({c["id"] for c in chains}) == len(chains)
     assert read_jsonl(rejects)[0]["id"] == "graph-t"
+
+
+def test_a_graph_whose_edge_names_an_unknown_tool_is_rejected_as_malformed_naming_the_edge(tmp_path):
+    graph = {"id": "graph-s", "server_id": "s", "nodes": ["a", "b"], "meta": {},
+             "edges": [{"src": "a", "dst": "b", "weight": 1.0}]}
+    bad = {**graph, "id": "graph-bad", "edges": [*graph["edges"], {"src": "b", "dst": "ghost", "weight": 1.0}]}
+    graphs_file = write_jsonl(tmp_path / "graphs.jsonl", [graph, bad, graph | {"id": "graph-s2"}])
+    out, rejects = tmp_path / "chains.jsonl", tmp_path / "rejects.jsonl"
+    invoke("walk", graphs_file, "--walks", 8, "-o", out, "--rejects", rejects)
+    assert {c["meta"]["parent_id"] for c in read_jsonl(out)} == {"graph-s", "graph-s2"}
+    [reject] = read_jsonl(rejects)
+    assert reject["id"] == "graph-bad"
+    assert reject["reason"] == "malformed: field edges[1].dst: 'ghost' is not one of the graph's nodes"
+    with pytest.raises(ValueError, match=r"edges\[1\]\.dst"):
+        CSRGraph.from_record(bad)

@@ -147,10 +147,13 @@ def graph_of(server: dict, config: GraphCommandConfig, chains: dict[str, list[li
 def walk_batch(graphs: list[dict], config: WalkConfig) -> list[list[dict] | Rejected]:
     """tool_graph -> tool_chain records: length-bounded weighted random walks (seeded, vectorized over a
     batch of graphs)."""
-    from astra_toolgraph.walks import CSRGraph, walk_graphs
+    from astra_toolgraph.walks import CSRGraph, unknown_endpoint, walk_graphs
 
-    results = walk_graphs([CSRGraph.from_record(g) for g in graphs], [g["server_id"] for g in graphs], config)
-    return [_chains_of(graph, walked, config) for graph, walked in zip(graphs, results, strict=True)]
+    problems = [unknown_endpoint(g) for g in graphs]  # an edge to a tool the graph does not have: malformed
+    sound = [g for g, problem in zip(graphs, problems, strict=True) if problem is None]
+    walked = iter(walk_graphs([CSRGraph.from_record(g) for g in sound], [g["server_id"] for g in sound], config))
+    return [Rejected(f"malformed: {problem}") if problem else _chains_of(graph, next(walked), config)
+            for graph, problem in zip(graphs, problems, strict=True)]
 
 
 def _chains_of(graph: dict, walked, config: WalkConfig) -> list[dict] | Rejected:

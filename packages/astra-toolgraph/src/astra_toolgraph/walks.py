@@ -52,10 +52,13 @@ class CSRGraph:
 
     @classmethod
     def from_record(cls, graph: dict) -> CSRGraph:
-        """The CSR form of a tool_graph record (node i = graph['nodes'][i])."""
+        """The CSR form of a tool_graph record (node i = graph['nodes'][i]); ValueError for an edge whose end
+        is not one of its nodes."""
+        problem = unknown_endpoint(graph)
+        if problem is not None:
+            raise ValueError(problem)
         position = {name: i for i, name in enumerate(graph["nodes"])}
-        edges = [(position[e["src"]], position[e["dst"]], e["weight"]) for e in graph["edges"]
-                 if e["src"] in position and e["dst"] in position]
+        edges = [(position[e["src"]], position[e["dst"]], e["weight"]) for e in graph["edges"]]
         src, dst, weight = zip(*edges, strict=True) if edges else ((), (), ())
         return cls.from_edges(len(graph["nodes"]), src, dst, weight)
 
@@ -65,6 +68,16 @@ class CSRGraph:
     def out_weight(self) -> np.ndarray:
         sums = np.concatenate([[0.0], np.cumsum(self.weights)])
         return sums[self.indptr[1:]] - sums[self.indptr[:-1]]
+
+
+def unknown_endpoint(graph: dict) -> str | None:
+    """The first edge of a tool_graph record that names a tool not among its nodes, as `field edges[i].dst: ...`."""
+    nodes = set(graph["nodes"])
+    for index, edge in enumerate(graph["edges"]):
+        for end in ("src", "dst"):
+            if edge[end] not in nodes:
+                return f"field edges[{index}].{end}: {edge[end]!r} is not one of the graph's nodes"
+    return None
 
 
 def block_diagonal(graphs: list[CSRGraph]) -> tuple[CSRGraph, np.ndarray]:
