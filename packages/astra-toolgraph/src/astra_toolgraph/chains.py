@@ -15,9 +15,10 @@ from astra_toolgraph.replies import chains_from_text, json_or_text
 
 @dataclass
 class SynthesisConfig:
-    chains_per_request: int = knob(4, "(task, chain) pairs asked for in one request.")
-    requests: int = knob(1, "Requests per server, with distinct seeds (the multiset C(s) grows with both).")
-    max_chain_length: int = knob(8, "Longer proposed chains are cut to this many tools.")
+    chains_per_request: int = knob(4, "(task, chain) pairs asked for in one request.", minimum=1)
+    requests: int = knob(1, "Requests per server, with distinct seeds (the multiset C(s) grows with both).",
+                         minimum=1)
+    max_chain_length: int = knob(8, "Longer proposed chains are cut to this many tools.", minimum=1)
 
 
 def chain_record(server_id: str, tools: list[str], *, origin: str, task: str | None, parent: dict, salt=None,

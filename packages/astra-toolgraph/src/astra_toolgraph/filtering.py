@@ -21,8 +21,9 @@ PLACEHOLDERS = {"", "todo", "tbd", "n/a", "na", "none", "null", "description", "
 
 @dataclass
 class FilterConfig:
-    min_tools: int = knob(3, "Reject servers left with fewer usable tools (they rarely support multi-turn work).")
-    min_description_words: int = knob(3, "Drop tools whose description is shorter (a vague description).")
+    min_tools: int = knob(3, "Reject servers left with fewer usable tools (they rarely support multi-turn work).",
+                          minimum=0)
+    min_description_words: int = knob(3, "Drop tools whose description is shorter (a vague description).", minimum=0)
 
 
 def words(text: str) -> list[str]:

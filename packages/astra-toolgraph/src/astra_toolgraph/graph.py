@@ -21,8 +21,10 @@ from astra_toolgraph.dependency import MATCH_THRESHOLD, feeds
 @dataclass
 class GraphConfig:
     schema_edges: bool = knob(True, "Add LLM-free edges where an output field feeds a required parameter.")
-    schema_weight: float = knob(1.0, "Weight a schema edge adds (a synthesized chain pair adds 1 per occurrence).")
-    match_threshold: float = knob(MATCH_THRESHOLD, "Least field->parameter match score of a schema edge.")
+    schema_weight: float = knob(1.0, "Weight a schema edge adds (a synthesized chain pair adds 1 per occurrence).",
+                                 minimum=0)
+    match_threshold: float = knob(MATCH_THRESHOLD, "Least field->parameter match score of a schema edge.",
+                                   minimum=0, maximum=1)
     llm_edges: bool = knob(True, "Count consecutive pairs of the synthesized chains (--chains) as edges.")
 
 

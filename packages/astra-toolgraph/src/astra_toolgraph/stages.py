@@ -30,7 +30,8 @@ SERVERS_HELP = "tool_server records the inputs refer to (repeatable)."
 
 @dataclass
 class McpConfig:
-    mcp_call_timeout_s: float = knob(60.0, "Seconds per request to a live MCP server (tools/list, tools/call).")
+    mcp_call_timeout_s: float = knob(60.0, "Seconds per request to a live MCP server (tools/list, tools/call).",
+                                     minimum=0.1)
     server_log: str | None = knob(None, "Append started MCP servers' stderr to this file (default: ours).")
 
 

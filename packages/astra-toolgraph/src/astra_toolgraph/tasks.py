@@ -33,9 +33,9 @@ AXES = ("diversity", "complexity", "persona")
 
 @dataclass
 class TaskConfig:
-    per_chain: int = knob(1, "Chain-conditioned tasks per chain.")
-    per_server: int = knob(2, "Server-only tasks per server.")
-    min_words: int = knob(4, "Shorter generated questions are discarded.")
+    per_chain: int = knob(1, "Chain-conditioned tasks per chain.", minimum=1)
+    per_server: int = knob(2, "Server-only tasks per server.", minimum=1)
+    min_words: int = knob(4, "Shorter generated questions are discarded.", minimum=1)
 
 
 @dataclass
@@ -47,7 +47,8 @@ class AugmentConfig:
     check_intent: bool = knob(True, "Drop a rewrite an LLM judges to change the intent.", flag="intent-check")
     personas: list[str] = knob(list(PERSONAS), "Personas the persona axis draws from.")
     seed: int = knob(0, "Seed of the persona draws.", flag="persona-seed")
-    attempts: int = knob(3, "Intent-check replies tried before an unparseable verdict drops the rewrite.")
+    attempts: int = knob(3, "Intent-check replies tried before an unparseable verdict drops the rewrite.",
+                         minimum=1)
 
     def validate(self) -> None:
         check(not set(self.axes) - set(AXES), "axes", f"unknown {sorted(set(self.axes) - set(AXES))}; "

@@ -36,9 +36,10 @@ LITERAL_ID = re.compile(r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{3,}\b")
 class VerifyConfig:
     dependency: bool = knob(True, "Run the LLM-free dependency check.")
     coherence: bool = knob(True, "Run the LLM task-chain coherence check.")
-    match_threshold: float = knob(MATCH_THRESHOLD, "Least field->parameter match score of a dependency.")
+    match_threshold: float = knob(MATCH_THRESHOLD, "Least field->parameter match score of a dependency.",
+                                   minimum=0, maximum=1)
     attempts: int = knob(3, "Judge replies tried per chain (an unparseable one is shown the error) before the "
-                            "chain is rejected.")
+                            "chain is rejected.", minimum=1)
 
 
 def dependency_check(server: dict, chain: list[str], task: str | None,

@@ -13,21 +13,22 @@ USER_OPENINGS = ("simulated", "question")
 
 @dataclass
 class EvolveConfig:
-    plans: int = knob(4, "N: plan pairs generated per domain (one stream each).")
+    plans: int = knob(4, "N: plan pairs generated per domain (one stream each).", minimum=1)
     iterations: int = knob(3, "K: synthesis -> verification -> rollout -> verification -> reflection rounds per "
-                              "stream.")
-    tasks_per_plan: int = knob(4, "Candidate tasks synthesized per plan and iteration.")
-    explore_turns: int = knob(2, "Tool-calling turns of the task-synthesis agent before it writes a task.")
-    rollouts_per_task: int = knob(1, "Trajectories per verified task.")
-    max_turns: int = knob(12, "Assistant turns (tool calls and messages) per trajectory.")
-    max_user_turns: int = knob(6, "User-simulator messages per trajectory (after the first).")
+                              "stream.", minimum=1)
+    tasks_per_plan: int = knob(4, "Candidate tasks synthesized per plan and iteration.", minimum=1)
+    explore_turns: int = knob(2, "Tool-calling turns of the task-synthesis agent before it writes a task.",
+                               minimum=0)
+    rollouts_per_task: int = knob(1, "Trajectories per verified task.", minimum=1)
+    max_turns: int = knob(12, "Assistant turns (tool calls and messages) per trajectory.", minimum=1)
+    max_user_turns: int = knob(6, "User-simulator messages per trajectory (after the first).", minimum=0)
     tool_choice: str = knob("auto", "The assistant's tool choice.", choices=TOOL_CHOICES)
     explore_tool_choice: str = knob("required", "The synthesis agent's tool choice while exploring.",
                                     choices=TOOL_CHOICES)
     max_tokens: int = knob(512, "Tokens per reply of the planning, synthesis, verification and reflection agents.",
-                           flag="agent-max-tokens")
-    assistant_max_tokens: int = knob(256, "Tokens per assistant turn.")
-    user_max_tokens: int = knob(128, "Tokens per user-simulator turn.")
+                           flag="agent-max-tokens", minimum=1)
+    assistant_max_tokens: int = knob(256, "Tokens per assistant turn.", minimum=1)
+    user_max_tokens: int = knob(128, "Tokens per user-simulator turn.", minimum=1)
     user_opening: str = knob("simulated", "The trajectory's first user message: simulated (the user simulator writes it "
                                           "from its instruction) or question (the task's question, verbatim: the "
                                           "same opening in every rollout; the simulator speaks from the second "
@@ -36,23 +37,24 @@ class EvolveConfig:
     judge_trajectories: bool = knob(True, "Ask the trajectory-verification agent (else the state checker alone).")
     verify_calls: int = knob(0, "Tool calls each verification agent (task and trajectory) may make in a disposable "
                                 "episode of the domain before its verdict; 0 = one judge call over the replay "
-                                "(the cheap option).")
+                                "(the cheap option).", minimum=0)
     verify_tool_choice: str = knob("first-required", "The verification agents' tool choice while investigating.",
                                    choices=TOOL_CHOICES)
     ignore_fields: list[str] = knob([], "State path patterns the task's checker ignores (timestamps, ...).",
                                     flag="ignore-field")
-    max_observation_chars: int = knob(2000, "Longer tool outputs are cut.")
+    max_observation_chars: int = knob(2000, "Longer tool outputs are cut.", minimum=1)
 
     def __post_init__(self) -> None:
-        for name in ("plans", "iterations", "tasks_per_plan", "rollouts_per_task", "max_turns"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if self.verify_calls < 0:
-            raise ValueError("verify_calls must be >= 0")
-        for item in dataclasses.fields(self):  # every knob with choices (the CLI checks them too; a library caller not)
+        for item in dataclasses.fields(self):  # every knob's choices and bounds (the CLI checks them too; a library
+            value = getattr(self, item.name)  # caller not)
             choices = item.metadata.get("choices")
-            if choices and getattr(self, item.name) not in choices:
-                raise ValueError(f"{item.name} must be one of {', '.join(choices)}, got {getattr(self, item.name)!r}")
+            if choices and value not in choices:
+                raise ValueError(f"{item.name} must be one of {', '.join(choices)}, got {value!r}")
+            low, high = item.metadata.get("range", (None, None))
+            if low is not None and value < low:
+                raise ValueError(f"{item.name} must be >= {low}, got {value!r}")
+            if high is not None and value > high:
+                raise ValueError(f"{item.name} must be <= {high}, got {value!r}")
 
     def assistant_choice(self, turn: int) -> str:
         return choice_at(self.tool_choice, turn)
