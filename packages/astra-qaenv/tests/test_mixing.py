@@ -112,3 +112,19 @@ def test_vectorized_banding_agrees_with_the_per_tool_loop(block):
             for picks in (fast[i, b], slow[i, b]):
                 chosen = picks[picks >= 0]
                 assert len(chosen) == min(3, size) and masks[b][chosen].all()
+
+
+def test_crossed_bounds_are_config_errors_naming_the_field():
+    import pytest
+    from astra_core.config import ConfigError, load_config
+    from astra_qaenv.export_config import ExportConfig
+    from astra_qaenv.synthesize import SynthesisConfig
+
+    with pytest.raises(ConfigError, match="config field low: 0.9 is above high 0.5"):
+        load_config(ExportConfig, None, {"low": 0.9, "high": 0.5})
+    with pytest.raises(ConfigError, match="config field random_min: 7 is above random_max 3"):
+        load_config(ExportConfig, None, {"random_min": 7, "random_max": 3})
+    with pytest.raises(ConfigError, match="config field high: must be between 0 and 1"):
+        load_config(ExportConfig, None, {"high": 1.5})
+    with pytest.raises(ConfigError, match="config field min_hops: 5 is above max_hops 4"):
+        load_config(SynthesisConfig, None, {"min_hops": 5})

@@ -166,6 +166,23 @@ def test_config_file_and_flags_set_the_knobs_and_bad_values_name_the_field(cli, 
     assert bad.exit_code == 1 and "config field scenarios: unknown scenario type(s) ['Bogus']" in bad.stderr
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["--per-entity", "-1"], "Invalid value for '--per-entity': must be >= 1, got -1"),
+    (["--table-rows", "-2"], "Invalid value for '--table-rows': must be >= -1, got -2"),
+    (["--tries", "0"], "Invalid value for '--tries': must be >= 1, got 0"),
+])
+def test_numeric_knobs_out_of_range_are_usage_errors(cli, tmp_path, args, says):
+    starts = write(tmp_path / "starts.jsonl", [{"id": "country/valdoria"}])
+    bad = cli("programmatic", starts, *args)
+    assert bad.exit_code == 2 and says in bad.stderr, bad.stderr
+    config = tmp_path / "programmatic.yaml"
+    config.write_text("per_entity: -1\n")
+    from_file = cli("programmatic", starts, "--config", config)
+    assert from_file.exit_code == 1 and "config field per_entity: must be >= 1, got -1" in from_file.stderr
+    crossed = cli("programmatic", starts, "--min-hops", "3", "--max-hops", "2")
+    assert crossed.exit_code == 1 and "config field min_hops: 3 is above max_hops 2" in crossed.stderr
+
+
 @pytest.mark.parametrize("bad_file,row,where", [
     ("entities.jsonl", {"id": "s/2", "type": "star", "name": "Vel", "attributes": "x"}, "entities.jsonl:3: record 's/2': field attributes:"),
     ("entities.jsonl", {"id": "s/2", "type": "star", "name": "Vel", "attributes": {"mass": {"kg": 1}}},

@@ -27,9 +27,11 @@ from astra_qaenv.verify import Call, Verifier, static_problems
 class EnvSynthConfig:
     """Knobs of LLM environment synthesis (flags of `build-env` and `merge`)."""
 
-    attempts: int = knob(3, "Implementation attempts per sub-task, each restarting from the invocation statement.")
+    attempts: int = knob(3, "Implementation attempts per sub-task, each restarting from the invocation statement.",
+                         minimum=1)
     scaling: bool = knob(True, "Complexity-scale generated tool specs.")
-    json_attempts: int = knob(2, "Replies tried per LLM step until one matches its JSON schema.")
+    json_attempts: int = knob(2, "Replies tried per LLM step until one matches its JSON schema.",
+                              minimum=1)
 
 
 class SubEnvFailed(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astra_core.config import knob
+from astra_core.config import check, knob
 
 
 @dataclass
@@ -14,11 +14,17 @@ class MixingConfig:
 
     mode: str = knob("bands", "Irrelevant tools: similarity bands (paper), random ones from other domains, or none.",
                      choices=("bands", "random", "none"), flag="mixing")
-    k: int = knob(3, "Up to K distractors per band.", flag="per-band")
-    high: float = knob(0.85, "High band: normalized similarity above this.")
-    low: float = knob(0.4, "Low band: normalized similarity below this (in between: the medium band).")
-    random_min: int = knob(5, "random mode: at least this many distractors.")
-    random_max: int = knob(9, "random mode: at most this many distractors.")
+    k: int = knob(3, "Up to K distractors per band.", flag="per-band", minimum=0)
+    high: float = knob(0.85, "High band: normalized similarity above this.", minimum=0, maximum=1)
+    low: float = knob(0.4, "Low band: normalized similarity below this (in between: the medium band).",
+                       minimum=0, maximum=1)
+    random_min: int = knob(5, "random mode: at least this many distractors.", minimum=0)
+    random_max: int = knob(9, "random mode: at most this many distractors.", minimum=0)
+
+    def validate(self) -> None:
+        check(self.low <= self.high, "low", f"{self.low} is above high {self.high} (the medium band lies between)")
+        check(self.random_min <= self.random_max, "random_min", f"{self.random_min} is above random_max "
+                                                                f"{self.random_max}")
 
 
 @dataclass

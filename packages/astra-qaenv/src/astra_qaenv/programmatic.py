@@ -47,18 +47,22 @@ class ProgrammaticConfig:
 
     kb: str | None = knob(None, "Knowledge-base directory (entities.jsonl, relations.jsonl, schema.jsonl); "
                                 "unset: the bundled sample.")
-    min_hops: int = knob(1, "Hop budget (hop levels: depth of the decomposition), lower bound.")
-    max_hops: int = knob(3, "Hop budget, upper bound.")
+    min_hops: int = knob(1, "Hop budget (hop levels: depth of the decomposition), lower bound.",
+                         minimum=1)
+    max_hops: int = knob(3, "Hop budget, upper bound.", minimum=1)
     scenarios: list[str] = knob(list(SCENARIOS), "Scenario types to build.")
-    per_entity: int = knob(1, "Instances (of distinct scenario types) started from each input entity.")
-    table_rows: int = knob(4, "Extra table rows each lookup tool holds besides the asked one (-1: the whole table).")
+    per_entity: int = knob(1, "Instances (of distinct scenario types) started from each input entity.",
+                           minimum=1)
+    table_rows: int = knob(4, "Extra table rows each lookup tool holds besides the asked one (-1: the whole table).",
+                           minimum=-1)
     seed: int = knob(0, "Seed of the random walks.")
-    tries: int = knob(24, "Random walks tried per scenario type before giving up.")
+    tries: int = knob(24, "Random walks tried per scenario type before giving up.", minimum=1)
 
     def validate(self) -> None:
         unknown = [s for s in self.scenarios if s not in SCENARIOS]
         check(bool(self.scenarios) and not unknown, "scenarios",
               f"unknown scenario type(s) {unknown}; choose from {', '.join(SCENARIOS)}")
+        check(self.min_hops <= self.max_hops, "min_hops", f"{self.min_hops} is above max_hops {self.max_hops}")
 
 
 def _rng(config: ProgrammaticConfig, *parts) -> random.Random:

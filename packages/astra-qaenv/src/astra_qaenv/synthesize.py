@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from astra_core.config import knob
+from astra_core.config import check, knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
@@ -26,11 +26,15 @@ class SynthesisConfig:
 
     mode: str = knob("auto", "auto: rows with a `question` are decomposed, the others generate questions.",
                      choices=("auto", "conditional", "unconditional"))
-    min_hops: int = knob(2, "Hop budget (hop levels) of unconditional generation, lower bound.")
-    max_hops: int = knob(4, "Hop budget, upper bound.")
-    count: int = knob(2, "Instances asked per knowledge row (unconditional).")
-    attempts: int = knob(3, "Replies tried per request until one parses against the schema.")
-    max_corpus_chars: int = knob(6000, "Longer knowledge corpora are cut to this.")
+    min_hops: int = knob(2, "Hop budget (hop levels) of unconditional generation, lower bound.",
+                         minimum=1)
+    max_hops: int = knob(4, "Hop budget, upper bound.", minimum=1)
+    count: int = knob(2, "Instances asked per knowledge row (unconditional).", minimum=1)
+    attempts: int = knob(3, "Replies tried per request until one parses against the schema.", minimum=1)
+    max_corpus_chars: int = knob(6000, "Longer knowledge corpora are cut to this.", minimum=1)
+
+    def validate(self) -> None:
+        check(self.min_hops <= self.max_hops, "min_hops", f"{self.min_hops} is above max_hops {self.max_hops}")
 
 
 def mode_of(row: dict, config: SynthesisConfig) -> str:

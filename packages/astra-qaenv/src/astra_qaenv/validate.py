@@ -28,8 +28,8 @@ class ValidationConfig:
     necessity: str = knob("auto", "Tool necessity per sub-question: the LLM, or the needs_tool flags present (auto: "
                                   "the flags if all are set).", choices=("auto", "llm", "given"))
     judge: bool = knob(True, "Score DC/SA/SR/TC with astra-reward's Q–A judge and apply --threshold to their mean QS.")
-    threshold: float = knob(0.75, "Minimum QS = mean(DC, SA, SR, TC).")
-    attempts: int = knob(3, "Replies tried until one parses.")
+    threshold: float = knob(0.75, "Minimum QS = mean(DC, SA, SR, TC).", minimum=0, maximum=1)
+    attempts: int = knob(3, "Replies tried until one parses.", minimum=1)
 
 
 def check_structure(instance: dict) -> None:

@@ -93,7 +93,8 @@ def imported_modules(tree: ast.AST) -> set[str]:
 class VerifierConfig(SandboxConfig):
     """The sandbox limits of verification runs (every `--sandbox-...` flag) and the size of the warm pool."""
 
-    pool_size: int = knob(2, "Warm sandbox workers verifying tool calls in parallel.", flag="sandbox-pool-size")
+    pool_size: int = knob(2, "Warm sandbox workers verifying tool calls in parallel.", flag="sandbox-pool-size",
+                          minimum=1)
 
     def sandbox(self) -> SandboxConfig:
         return SandboxConfig(**{f.name: getattr(self, f.name) for f in fields(SandboxConfig)})
