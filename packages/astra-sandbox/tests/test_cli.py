@@ -124,6 +124,17 @@ def test_session_names_a_calls_file_or_environment_it_cannot_use(tmp_path):
     assert good.returncode == 0 and json.loads(good.stdout)["name"] == "list_products", good.output
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["run", "--sandbox-pool-size", "0"], "Invalid value for '--sandbox-pool-size': must be >= 1, got 0"),
+    (["session", "--episodes", "0"], "Invalid value for '--episodes'"),
+    (["session", "--sandbox-memory-mb", "32"], "Invalid value for '--sandbox-memory-mb': must be >= 64, got 32"),
+    (["check", "--sandbox-call-timeout-s", "-1"], "Invalid value for '--sandbox-call-timeout-s': must be >= 0"),
+])
+def test_numeric_flags_out_of_range_are_usage_errors_before_any_work(args, says):
+    done = cli(*args)
+    assert done.returncode == 2 and says in done.output, done.output
+
+
 def test_selftest_prints_a_table_of_contained_snippets():
     # (every snippet runs in test_security.py; here the command's wiring and its table)
     done = cli("selftest", "--only", "network-loopback", "--only", "fork-bomb")

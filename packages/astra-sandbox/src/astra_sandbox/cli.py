@@ -23,7 +23,8 @@ SAMPLE_ENVIRONMENT = importlib.resources.files("astra_sandbox") / "data" / "shop
 
 @dataclass(frozen=True)
 class PoolConfig(SandboxConfig):
-    pool_size: int = knob(2, "Warm jailed workers (programs run in parallel).", flag="sandbox-pool-size")
+    pool_size: int = knob(2, "Warm jailed workers (programs run in parallel).", flag="sandbox-pool-size",
+                          minimum=1)
 
 
 # Every SandboxConfig field is a --sandbox-... flag; the jail binary and the sandbox user stay config-file only.
@@ -123,7 +124,7 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
 @click.argument("environment", type=click.Path(exists=True, dir_okay=False), required=False)
 @click.option("--calls", "calls_path", type=click.Path(exists=True, allow_dash=True, dir_okay=False), default="-",
               show_default="stdin", help='JSONL of {"name", "arguments"} tool calls, or {"state": true}.')
-@click.option("--episodes", type=int, default=1, show_default=True,
+@click.option("--episodes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Replay the calls in this many fresh episodes, one after the other.")
 @sandbox_options
 def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:

