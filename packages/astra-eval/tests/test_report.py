@@ -174,6 +174,19 @@ def test_run_flags_are_config_fields_and_a_bad_value_names_the_field():
     assert done.returncode == 2 and "config field languages" in done.stderr
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["aime", "--samples", "0"], "Invalid value for '--samples': must be >= 1, got 0"),
+    (["aime", "--limit", "-1"], "Invalid value for '--limit': must be >= 1, got -1"),
+    (["aime", "--item-timeout", "0"], "config field item_timeout: must be > 0, got 0.0"),
+    (["bfcl", "--oracle", "--oracle-drop-rate", "2"], "Invalid value for '--oracle-drop-rate': must be between 0 and 1"),
+    (["tau2", "--top-p", "1.5"], "Invalid value for '--top-p': must be between 0 and 1, got 1.5"),
+    (["acebench", "--max-messages", "0"], "Invalid value for '--max-messages': must be >= 1, got 0"),
+])
+def test_run_flags_out_of_range_are_usage_errors_naming_the_flag(args, says):
+    done = cli("run", *args, check=False)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
 def test_chart_legend_sits_outside_every_panel_and_names_each_run():
     runs = {"base model": report.figures(_records("m", ROWS)),
             "after RL": report.figures(_records("m", [(b, c, i, t, 1.0, e) for b, c, i, t, _, e in ROWS]))}

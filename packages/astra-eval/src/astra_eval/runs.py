@@ -33,12 +33,15 @@ def _check_choices(values: list[str], name: str, allowed: tuple[str, ...]) -> No
 class RunConfig:
     """Which items a run plays, and how long one may take."""
 
-    limit: int | None = knob(None, "At most this many tasks per category.")
+    limit: int | None = knob(None, "At most this many tasks per category.", minimum=1)
     ids: list[str] = knob([], "Only these task ids.")
     trials: int | None = knob(None, "Runs of every task; trial t samples with seed --seed + t (tau2: tau2's own trial "
                                     "seeds from --seed, default 300); unset: the paper's, tau2 4, acebench 4, bfcl "
-                                    "and aime 1.")
-    item_timeout: float = knob(1800.0, "Seconds per item; an item past it is recorded as a failure.")
+                                    "and aime 1.", minimum=1)
+    item_timeout: float = knob(1800.0, "Seconds per item; an item past it is recorded as a failure.", minimum=0)
+
+    def validate(self) -> None:
+        check(self.item_timeout > 0, "item_timeout", f"must be > 0, got {self.item_timeout}")
 
     def selection(self, default_trials: int = 1) -> dict:
         return {"limit": self.limit, "ids": self.ids or None, "trials": self.trials or default_trials}
@@ -46,8 +49,10 @@ class RunConfig:
 
 @dataclass
 class SampledRunConfig(RunConfig):
-    top_p: float | None = knob(None, "Nucleus sampling of the model under test (unset: the endpoint's).")
-    top_k: int | None = knob(None, "Top-k sampling of the model under test (-1: none; unset: the endpoint's).")
+    top_p: float | None = knob(None, "Nucleus sampling of the model under test (unset: the endpoint's).",
+                                    minimum=0, maximum=1)
+    top_k: int | None = knob(None, "Top-k sampling of the model under test (-1: none; unset: the endpoint's).",
+                                  minimum=-1)
 
     def sampling(self, llm: LLMConfig, default_temperature: float | None) -> Sampling:
         temperature = llm.temperature if llm.temperature is not None else default_temperature
@@ -63,8 +68,8 @@ class UserSimulatorConfig:
     user_model: str | None = knob(None, "User simulator model (unset: env ASTRA_USER_LLM_MODEL, then the "
                                         "endpoint's first model).")
     user_api_key: str | None = knob(None, "User simulator bearer token (unset: env ASTRA_USER_LLM_API_KEY).")
-    user_temperature: float = knob(0.0, "User simulator temperature.")
-    user_max_tokens: int | None = knob(None, "User simulator reply length limit.")
+    user_temperature: float = knob(0.0, "User simulator temperature.", minimum=0)
+    user_max_tokens: int | None = knob(None, "User simulator reply length limit.", minimum=1)
 
     def user_llm(self, agent: LLMConfig) -> LLMConfig:
         """Its LLM config: flags, then ASTRA_USER_LLM_*; no endpoint means the agent's (see `resolve_endpoints`)."""
@@ -81,7 +86,8 @@ class UserSimulatorConfig:
 @dataclass
 class OracleConfig:
     oracle: bool = knob(False, "Replay the ground truth instead of querying a model (harness check).")
-    oracle_drop_rate: float = knob(0.0, "With --oracle: leave out each call with this probability (seeded by --seed).")
+    oracle_drop_rate: float = knob(0.0, "With --oracle: leave out each call with this probability (seeded by --seed).",
+                                   minimum=0, maximum=1)
 
     def oracle_name(self) -> str:
         return f"oracle-drop-{self.oracle_drop_rate:g}" if self.oracle_drop_rate else "oracle"
@@ -94,7 +100,8 @@ BFCL_CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 class BfclConfig(SampledRunConfig, OracleConfig):
     categories: list[str] = knob([], f"BFCL v3 multi-turn categories: {' | '.join(BFCL_CATEGORIES)} (none: all).",
                                  flag="category")
-    max_turns: int | None = knob(None, "Smoke tests: play only the first N turns (the entry then fails).")
+    max_turns: int | None = knob(None, "Smoke tests: play only the first N turns (the entry then fails).",
+                                   minimum=1)
     history_reasoning: str = knob("keep", "keep: assistant messages go back into the history as the endpoint returned "
                                           "them, reasoning_content included (bfcl-eval's OpenAI FC handler); drop: "
                                           "content and tool calls only (its DeepSeek/Grok handlers).",
@@ -107,6 +114,7 @@ class BfclConfig(SampledRunConfig, OracleConfig):
                                        "(bfcl-eval counts prompt tokens; unset: the handler's Hugging Face id).")
 
     def validate(self) -> None:
+        super().validate()
         _check_choices(self.categories, "categories", BFCL_CATEGORIES)
         check(not (self.handler and self.oracle), "oracle", "--handler plays a model; --oracle replays the ground truth")
 
@@ -117,10 +125,11 @@ TAU2_DOMAINS = ("airline", "retail", "telecom")
 @dataclass
 class Tau2Config(SampledRunConfig, UserSimulatorConfig, OracleConfig):
     domains: list[str] = knob([], f"tau2 domains: {' | '.join(TAU2_DOMAINS)} (none: all three).", flag="domain")
-    max_steps: int = knob(200, "tau2's limit on conversation steps.")
-    max_errors: int = knob(10, "tau2's limit on tool errors.")
+    max_steps: int = knob(200, "tau2's limit on conversation steps.", minimum=1)
+    max_errors: int = knob(10, "tau2's limit on tool errors.", minimum=0)
 
     def validate(self) -> None:
+        super().validate()
         _check_choices(self.domains, "domains", TAU2_DOMAINS)
 
 
@@ -132,9 +141,11 @@ class AceBenchConfig(SampledRunConfig, UserSimulatorConfig):
     splits: list[str] = knob([], f"ACEBench agent splits: {' | '.join(ACE_SPLITS)} (none: both).", flag="split")
     languages: list[str] = knob(["en"], "Data language: en | zh.", flag="language")
     oracle: bool = knob(False, "Replay ACEBench's milestone calls instead of querying a model.")
-    max_messages: int = knob(40, "Messages per run (agent, execution and user turns), ACEBench's max_dialog_turns.")
+    max_messages: int = knob(40, "Messages per run (agent, execution and user turns), ACEBench's max_dialog_turns.",
+                             minimum=1)
 
     def validate(self) -> None:
+        super().validate()
         _check_choices(self.splits, "splits", ACE_SPLITS)
         _check_choices(self.languages, "languages", ACE_LANGUAGES)
 
@@ -147,9 +158,10 @@ class AimeConfig(RunConfig):  # the decoding settings fix the sampling: no --top
     years: list[str] = knob([], f"AIME years: {' | '.join(AIME_YEARS)} (none: both).", flag="year")
     settings: list[str] = knob([], "Decoding settings: temperature 0.6, top-p 0.95, top-k 20 (topk20) or none "
                                    "(topk-1) (none: both).", flag="setting")
-    samples: int = knob(32, "Samples per problem (one request, n=).")
+    samples: int = knob(32, "Samples per problem (one request, n=).", minimum=1)
 
     def validate(self) -> None:
+        super().validate()
         _check_choices(self.years, "years", AIME_YEARS)
         _check_choices(self.settings, "settings", AIME_SETTINGS)
 
