@@ -92,6 +92,22 @@ def test_rollout_rejects_tasks_that_failed_verification(recorded_llm, tmp_path, 
     assert "task verification: FAIL" in json.dumps(reject) and not server.requests
 
 
+@pytest.mark.parametrize(("change", "field"), [({"verification": "PASS"}, "verification"),
+                                             ({"user": "buy coffee"}, "user"), ({"user": None}, "user")])
+def test_rollout_rejects_a_wrong_typed_task_as_malformed_naming_the_field(recorded_llm, tmp_path, domain_file,
+                                                                          change, field):
+    task = {"id": "t-bad", "server_id": "env-sample-shop", "question": "x", "user": {"instruction": "x"},
+            "expected_state": {}, "verification": {"verdict": "FAIL", "rationale": "bad"}, "meta": {"provenance": []},
+            **change}
+    (tmp_path / "t.jsonl").write_text(json.dumps(task) + "\n")
+    server = recorded_llm(replies=["unused"])
+    invoke("evolve", "rollout", tmp_path / "t.jsonl", "--domains", domain_file, "--base-url", server.base_url,
+           "--skip-bad", "--rejects", tmp_path / "rejects.jsonl", "-o", tmp_path / "out.jsonl")
+    [reject] = read(tmp_path / "rejects.jsonl")
+    assert reject["reason"].startswith(f"malformed: {tmp_path / 't.jsonl'}:1: record 't-bad': field {field}: ")
+    assert not server.requests
+
+
 def test_evolve_runs_k_iterations_per_stream_and_keeps_every_artifact(recorded_llm, tmp_path, domain_file):
     server = recorded_llm(replies=[engine_replies()])
     plans = [{"id": f"plan-{i}", "domain_id": "env-sample-shop", "stream": f"plan-{i}", "iteration": 0,

@@ -71,7 +71,7 @@ declare("tasks", "plan", "task", stages.tasks_of, (*DOMAIN, *SYNTHESIS, "max_tok
 declare("verify-tasks", "task", "task", stages.verified_task,
         ("plan_files", *DOMAIN, "judge_tasks", *VERIFIER, "max_tokens"),
         llm=lambda config: config.judge_tasks, uses={"plans": PLANS, "domains": domains(required=False)})
-declare("rollout", "task", "trajectory", stages.trajectories_of, (*DOMAIN, *ROLLOUT), user_llm=True,
+declare("rollout", stages.PLAYABLE_TASK, "trajectory", stages.trajectories_of, (*DOMAIN, *ROLLOUT), user_llm=True,
         uses={"domains": domains()}, concurrency=2)
 declare("verify", "trajectory", "trajectory", stages.verified_trajectory,
         ("task_files", "plan_files", *DOMAIN, "judge_trajectories", *VERIFIER, "max_tokens"),
@@ -85,5 +85,5 @@ declare("run", "plan", "plan", stages.evolved_plans,
          "trajectories_out"),
         user_llm=True, uses={"domains": domains(), "sinks": stages.iteration_sinks}, concurrency=2)
 declare("export-user-sft", stages.USER_SIDE_TRAJECTORY, "trajectory", stages.user_sft, ("include_all",))
-declare("export-rl", stages.EXPORTABLE_TASK, "rl_sample", stages.rl_sample, ("domains", "trajectory_files"),
+declare("export-rl", stages.VERIFIED_TASK, "rl_sample", stages.rl_sample, ("domains", "trajectory_files"),
         uses={"domain_records": stages.domain_records(), "openings": stages.first_user_messages})

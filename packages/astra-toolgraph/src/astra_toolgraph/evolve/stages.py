@@ -38,14 +38,18 @@ DOMAIN_RECORD = {
                    "transport": {"$ref": _SCHEMAS + "tool_server.json#/properties/transport"}, "state_tool": _STRING,
                    "description": _STRING, "example_tasks": _STRINGS},
 }
-EXPORTABLE_TASK = {
+PLAYABLE_TASK = {
     "title": "task",
-    "description": "A task of the engine with its user simulator profile, expected final state and verdict.",
+    "description": "A task of the engine with its user simulator profile (and, once verified, its expected final "
+                   "state and verdict): what rollout plays.",
     "allOf": [{"$ref": _SCHEMAS + "task.json"}],
-    "required": ["user", "expected_state"],
+    "required": ["user"],
     "properties": {"user": _USER, "expected_state": {"type": "object"}, "ignore_fields": _STRINGS,
                    "verification": _VERIFICATION},
 }
+VERIFIED_TASK = {**PLAYABLE_TASK, "required": ["user", "expected_state"],
+                 "description": "A verified task of the engine: user simulator profile, expected final state and "
+                                "verdict (what export-rl exports)."}
 USER_SIDE_TRAJECTORY = {
     "title": "trajectory",
     "description": "A trajectory played with the user simulator: its profile, stop token and verdict.",
@@ -202,6 +206,8 @@ async def trajectories_of(task: dict, config: EvolveCommandConfig, llm, user, do
     verdict = (task.get("verification") or {}).get("verdict")
     if verdict != "PASS":
         raise Rejected(f"task verification: {verdict or 'not verified'}")
+    if "expected_state" not in task:
+        raise Rejected("task has no expected_state to check its trajectories against (verify-tasks writes it)")
     domain = _lookup(domains, task["server_id"], "domain")
     return [await roll_out(llm, user, task, domain, config, sample) for sample in range(config.rollouts_per_task)]
 
