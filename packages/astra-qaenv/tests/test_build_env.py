@@ -154,5 +154,6 @@ def test_an_error_observation_that_mentions_the_answer_verifies_nothing(verifier
 
 def test_sandbox_flags_are_the_sandbox_configs_fields(cli):
     result = cli("build-env", "--sandbox-memory-mb", "32", "--sandbox-pool-size", "1", input="")
-    assert result.exit_code == 1 and "memory_mb must be >= 64" in result.stderr, result.output
-    assert cli("merge", "--sandbox-call-timeout-s", "0", input="").exit_code == 1
+    assert result.exit_code == 2 and "'--sandbox-memory-mb': must be >= 64, got 32" in result.stderr, result.output
+    zero = cli("merge", "--sandbox-call-timeout-s", "0", input="")  # in the flag's range, but a timeout must be > 0
+    assert zero.exit_code == 1 and "call_timeout_s must be > 0" in zero.stderr, zero.output
