@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import click
 from astra_core.command import stage_command
 from astra_core.config import knob
-from astra_core.stage import StageError
+from astra_core.stage import Malformed, StageError
 from click.testing import CliRunner
 
 SHAPE = {"title": "item", "type": "object", "required": ["id", "n"],
@@ -37,7 +37,8 @@ def build(tmp_path):
 
     def add(records, config, log):
         log.append(len(records))
-        return [StageError("stop") if r["n"] < 0 else ValueError("odd") if r["n"] % 2 else
+        return [StageError("stop") if r["n"] < 0 else Malformed("above 100", field="n") if r["n"] > 100 else
+                ValueError("odd") if r["n"] % 2 else
                 {"id": r["id"], "n": r["n"] + config.offset} for r in records]
 
     stage_command(group, "add", reads=SHAPE, config=Config, uses={"log": opener}, batch=lambda c: c.size,
@@ -82,3 +83,16 @@ def test_records_that_fail_internally_exit_3_and_a_stage_error_stops_the_stage(t
     assert result.exit_code == 3 and "rejected 2 (2 errors)" in result.output
     result = CliRunner().invoke(group, ["add"], input=lines(2, -2))
     assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == "tool add: stop"
+
+
+def test_input_a_stage_finds_malformed_stops_it_as_a_bad_line_would_unless_skip_bad(tmp_path):
+    """A rule no schema can express (here n <= 100) is still malformed input: file, line, record and field."""
+    group, _ = build(tmp_path)
+    result = CliRunner().invoke(group, ["add"], input=lines(2, 102, 4))
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == "tool add: <stdin>:2: record 'r1': field n: above 100"
+    rejects = tmp_path / "rejects.jsonl"
+    result = CliRunner().invoke(group, ["add", "--skip-bad", "--rejects", str(rejects)], input=lines(2, 102, 4))
+    assert result.exit_code == 0 and [json.loads(line)["n"] for line in result.stdout.splitlines()] == [2, 4]
+    [reject] = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert reject["reason"] == "malformed: <stdin>:2: record 'r1': field n: above 100" and reject["record"]["n"] == 102

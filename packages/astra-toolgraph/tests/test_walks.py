@@ -140,10 +140,16 @@ def test_a_graph_whose_edge_names_an_unknown_tool_is_rejected_as_malformed_namin
     bad = {**graph, "id": "graph-bad", "edges": [*graph["edges"], {"src": "b", "dst": "ghost", "weight": 1.0}]}
     graphs_file = write_jsonl(tmp_path / "graphs.jsonl", [graph, bad, graph | {"id": "graph-s2"}])
     out, rejects = tmp_path / "chains.jsonl", tmp_path / "rejects.jsonl"
-    invoke("walk", graphs_file, "--walks", 8, "-o", out, "--rejects", rejects)
+    invoke("walk", graphs_file, "--walks", 8, "-o", out, "--rejects", rejects, "--skip-bad")
     assert {c["meta"]["parent_id"] for c in read_jsonl(out)} == {"graph-s", "graph-s2"}
     [reject] = read_jsonl(rejects)
     assert reject["id"] == "graph-bad"
-    assert reject["reason"] == "malformed: field edges[1].dst: 'ghost' is not one of the graph's nodes"
+    assert reject["reason"] == (f"malformed: {graphs_file}:2: record 'graph-bad': field edges[1].dst: 'ghost' is not "
+                                "one of the graph's nodes")
+    from astra_toolgraph.cli import main
+    from click.testing import CliRunner
+
+    stopped = CliRunner().invoke(main, ["walk", str(graphs_file), "--walks", "8"])  # as a malformed line: it stops
+    assert stopped.exit_code == 1 and f"{graphs_file}:2: record 'graph-bad': field edges[1].dst:" in stopped.output
     with pytest.raises(ValueError, match=r"edges\[1\]\.dst"):
         CSRGraph.from_record(bad)

@@ -40,6 +40,16 @@ class Rejected(Exception):
     """Raise from a stage function to drop the current record with a reason."""
 
 
+class Malformed(Rejected):
+    """Raise from a stage function for bad input its schema cannot express (a rule across fields, e.g. an edge
+    naming a node the record does not have): like a malformed line, it stops the stage naming file, line,
+    record and `field`, unless --skip-bad sends the record to --rejects."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message, self.field = message, field
+
+
 class StageError(ValueError):
     """A stage was asked for something it cannot do (bad option combination, unreadable input)."""
 
@@ -366,6 +376,14 @@ class Stage:
 
     # -- running a per-record function --------------------------------------------------------
     def _fail(self, record: dict, exc: BaseException) -> None:
+        if isinstance(exc, Malformed):
+            source, _, lineno = self._sources.get(id(record), "").rpartition(":")
+            error = RecordError(exc.message, record_id=record.get("id"), field=exc.field, source=source or None,
+                                lineno=int(lineno) if lineno.isdigit() else None)
+            if not self.options.skip_bad:
+                raise error
+            self.reject(record, f"malformed: {error}")
+            return
         if isinstance(exc, Rejected):
             self.reject(record, str(exc))
             return

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from astra_core.config import knob
 from astra_core.schema import is_valid
-from astra_core.stage import Rejected
+from astra_core.stage import Malformed, Rejected
 
 from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_chains
 from astra_toolgraph.configs import EmulatorConfig, RolloutConfig, WalkConfig
@@ -153,7 +153,7 @@ def walk_batch(graphs: list[dict], config: WalkConfig) -> list[list[dict] | Reje
     problems = [unknown_endpoint(g) for g in graphs]  # an edge to a tool the graph does not have: malformed
     sound = [g for g, problem in zip(graphs, problems, strict=True) if problem is None]
     walked = iter(walk_graphs([CSRGraph.from_record(g) for g in sound], [g["server_id"] for g in sound], config))
-    return [Rejected(f"malformed: {problem}") if problem else _chains_of(graph, next(walked), config)
+    return [Malformed(problem[1], field=problem[0]) if problem else _chains_of(graph, next(walked), config)
             for graph, problem in zip(graphs, problems, strict=True)]
 
 

@@ -56,7 +56,7 @@ class CSRGraph:
         is not one of its nodes."""
         problem = unknown_endpoint(graph)
         if problem is not None:
-            raise ValueError(problem)
+            raise ValueError("field {}: {}".format(*problem))
         position = {name: i for i, name in enumerate(graph["nodes"])}
         edges = [(position[e["src"]], position[e["dst"]], e["weight"]) for e in graph["edges"]]
         src, dst, weight = zip(*edges, strict=True) if edges else ((), (), ())
@@ -70,13 +70,13 @@ class CSRGraph:
         return sums[self.indptr[1:]] - sums[self.indptr[:-1]]
 
 
-def unknown_endpoint(graph: dict) -> str | None:
-    """The first edge of a tool_graph record that names a tool not among its nodes, as `field edges[i].dst: ...`."""
+def unknown_endpoint(graph: dict) -> tuple[str, str] | None:
+    """The first edge of a tool_graph record that names a tool not among its nodes: (field, problem)."""
     nodes = set(graph["nodes"])
     for index, edge in enumerate(graph["edges"]):
         for end in ("src", "dst"):
             if edge[end] not in nodes:
-                return f"field edges[{index}].{end}: {edge[end]!r} is not one of the graph's nodes"
+                return f"edges[{index}].{end}", f"{edge[end]!r} is not one of the graph's nodes"
     return None
 
 
