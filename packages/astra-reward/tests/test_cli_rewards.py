@@ -133,6 +133,9 @@ def test_state_takes_the_expected_state_from_the_sample(tmp_path):
     ("state", {"id": ["s"], "final_state": {}, "expected_state": {}}, "field id"),
     ("state", {"id": 7, "final_state": {}, "expected_state": {}}, "field id"),
     ("f1", {"id": "f", "messages": [], "job": [], "meta": "x"}, "field meta"),
+    # checked by the stage function (the field sits in an untyped object): malformed all the same
+    ("f1", {"id": "f", "messages": [], "job": [{"question": "q", "answer": "a"}],
+            "reward_components": {"malformed_calls": "x"}}, "field reward_components.malformed_calls"),
 ])
 def test_a_wrong_typed_field_is_rejected_naming_line_and_field_never_scored(command, record, field, tmp_path):
     """A string where a list or a boolean belongs once scored 1.0 or 0 without a word (or a traceback)."""

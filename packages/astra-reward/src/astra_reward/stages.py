@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from astra_core.config import knob
 from astra_core.llm import LLMClient
-from astra_core.stage import Rejected
+from astra_core.stage import Malformed, Rejected
 
 from astra_reward.f1 import VARIANTS, f1_reward
 from astra_reward.judges import JudgeSettings, judge_qa, judge_task, judge_trajectory, threshold_failure
@@ -112,7 +112,7 @@ def score_f1(record: dict, config: F1Config, samples: dict[str, dict]) -> dict:
         raise Rejected("no job: the record (or its --samples sample) has no sub-tasks in `job`")
     malformed = record.get("malformed_calls", (record.get("reward_components") or {}).get("malformed_calls", 0))
     if not isinstance(malformed, int) or isinstance(malformed, bool) or malformed < 0:
-        raise Rejected(f"malformed: field reward_components.malformed_calls: not a count: {malformed!r}")
+        raise Malformed(f"not a count: {malformed!r}", field="reward_components.malformed_calls")
     result = f1_reward(job, record["messages"], variant=config.variant, malformed_calls=malformed)
     record["reward"] = result.reward
     record["reward_components"] = result.components()
@@ -145,7 +145,7 @@ def score_state(record: dict, config: StateConfig, samples: dict[str, dict]) -> 
         raise Rejected("no expected_state: neither the record nor its --samples sample has one")
     extra = record.get("ignore_fields") or spec.get("ignore_fields") or []
     if not isinstance(extra, list) or not all(isinstance(p, str) for p in extra):
-        raise Rejected(f"malformed: field ignore_fields: a list of path patterns is needed, got {extra!r}")
+        raise Malformed(f"a list of path patterns is needed, got {extra!r}", field="ignore_fields")
     patterns = [*config.ignore, *extra]
     result = state_reward(record["final_state"], spec["expected_state"], patterns)
     record["reward"] = result.reward
