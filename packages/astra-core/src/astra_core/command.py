@@ -236,7 +236,7 @@ def side_records(field: str, kind: str | None, *, required: bool = False) -> Ope
         value = getattr(config, field)
         paths = [value] if isinstance(value, str) else list(value or [])
         if required and not paths:
-            raise StageError(f"--{_flag(config, field)} FILE is required")
+            raise click.UsageError(f"--{_flag(config, field)} FILE is required (or `{field}:` in --config)")
         yield {record["id"]: record for path in paths for record in read_jsonl(path, kind=kind)}
 
     if required:
