@@ -4,7 +4,8 @@ A local OpenAI-compatible server (its own process, 127.0.0.1, no model) answers 
 exactly L seconds with a reply valid for what was asked (the smallest instance of the request's
 `response_format` JSON schema, or a short text). A stage over N records that sends R requests in all
 with C in flight can at best take R * L / C seconds; the stage runs as its real command (a subprocess,
-JSONL in and out) and the script prints its time against that bound, and the client's CPU per record.
+JSONL in and out) and the script prints its time against that bound, and the client's CPU per record (and per
+request, for stages that ask more than one question per record).
 Each stage first runs once over a few records (not measured), so its modules' bytecode is cached as it
 is on a user's machine after the first run (even where PYTHONDONTWRITEBYTECODE is set).
 
@@ -180,7 +181,7 @@ def main() -> None:
                 bound = requests * args.latency / args.concurrency
                 print(f"{stage:<32} {requests:6d} requests in {seconds:6.1f} s, bound {bound:6.1f} s: "
                       f"{100 * bound / seconds:5.1f}% of the bound; client CPU {1000 * cpu / args.records:5.2f} ms "
-                      f"per record; {written} written, {rejected} rejected; "
+                      f"per record ({1000 * cpu / requests:4.2f} ms per request); {written} written, {rejected} rejected; "
                       f"{'MET' if bound / seconds >= 0.9 and cpu / args.records <= 0.001 else 'NOT MET'}")
         print(f"load average {os.getloadavg()[0]:.1f} at the end; targets (issue 20): >= 90% of the bound, client "
               f"CPU <= 1 ms per record")
