@@ -5,9 +5,8 @@ beside them still exports."""
 import pytest
 from astra_core.schema import validate
 from astra_toolgraph import data
-from astra_toolgraph.cli import main
-from click.testing import CliRunner
-from toolgraph_helpers import read_jsonl, write_jsonl
+from toolgraph_helpers import assert_rejected_naming, read_jsonl, without, write_jsonl
+from toolgraph_helpers import evolve_run as run
 
 TASK = {"id": "task-coffee", "server_id": "env-sample-shop", "question": "Two bags of coffee, please.",
         "user": {"instruction": "You want two bags of coffee.", "private_info": "email: ada@example.com"},
@@ -20,31 +19,9 @@ TRAJECTORY = {"id": "traj-coffee", "task_id": "task-coffee", "tools": [],
               "verification": {"verdict": "SUCCESS", "rationale": "ok"}, "meta": {"provenance": []}}
 
 
-def run(*args):
-    return CliRunner().invoke(main, ["evolve", *map(str, args)])
-
-
 @pytest.fixture
 def domain_file(tmp_path):
     return write_jsonl(tmp_path / "domain.jsonl", [data.sample_domain()])
-
-
-def without(record: dict, field: str) -> dict:
-    return {k: v for k, v in record.items() if k != field}
-
-
-def assert_rejected_naming(tmp_path, command: list, good: dict, bad: dict, field: str) -> list[dict]:
-    """`bad` (line 2) is a malformed reject naming `field`, stops the command without --skip-bad; `good` exports."""
-    inputs = write_jsonl(tmp_path / "in.jsonl", [good, {**bad, "id": "bad"}])
-    rejects, out = tmp_path / "rejects.jsonl", tmp_path / "out.jsonl"
-    result = run(*command[:1], inputs, *command[1:], "--skip-bad", "--rejects", rejects, "-o", out)
-    assert result.exit_code == 0, result.output
-    [reject] = read_jsonl(rejects)
-    assert reject["reason"].startswith(f"malformed: {inputs}:2: record 'bad': field {field}: "), reject["reason"]
-    stopped = run(*command[:1], inputs, *command[1:])
-    assert stopped.exit_code == 1 and f"{inputs}:2: record 'bad': field {field}:" in stopped.output
-    assert "Traceback" not in stopped.output
-    return read_jsonl(out)
 
 
 @pytest.mark.parametrize(("bad", "field"), [

@@ -48,3 +48,27 @@ def invoke(*args: str, input: str | None = None):
     result = CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     return result
+
+
+def evolve_run(*args):
+    """`astra-toolgraph evolve ARGS` in-process, whatever its exit."""
+    return CliRunner().invoke(main, ["evolve", *map(str, args)])
+
+
+def without(record: dict, field: str) -> dict:
+    return {k: v for k, v in record.items() if k != field}
+
+
+def assert_rejected_naming(tmp_path: Path, command: list, good: dict, bad: dict, field: str) -> list[dict]:
+    """`astra-toolgraph evolve COMMAND[0] IN COMMAND[1:]`: `bad` (line 2) is a malformed reject naming `field`, and
+    stops the command without --skip-bad (a one-line error, no traceback); `good` (line 1) passes: its output."""
+    inputs = write_jsonl(tmp_path / "in.jsonl", [good, {**bad, "id": "bad"}])
+    rejects, out = tmp_path / "rejects.jsonl", tmp_path / "out.jsonl"
+    result = evolve_run(*command[:1], inputs, *command[1:], "--skip-bad", "--rejects", rejects, "-o", out)
+    assert result.exit_code == 0, result.output
+    [reject] = read_jsonl(rejects)
+    assert reject["reason"].startswith(f"malformed: {inputs}:2: record 'bad': field {field}: "), reject["reason"]
+    stopped = evolve_run(*command[:1], inputs, *command[1:])
+    assert stopped.exit_code == 1 and f"{inputs}:2: record 'bad': field {field}:" in stopped.output, stopped.output
+    assert "Traceback" not in stopped.output and len(stopped.stderr.strip().splitlines()) == 1, stopped.stderr
+    return read_jsonl(out)

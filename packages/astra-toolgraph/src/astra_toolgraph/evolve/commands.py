@@ -15,7 +15,7 @@ from astra_core.command import side_records, stage_command
 
 from astra_toolgraph import data
 from astra_toolgraph.evolve import stages
-from astra_toolgraph.evolve.stages import EvolveCommandConfig, domains
+from astra_toolgraph.evolve.stages import EvolveCommandConfig, domains, side_file
 
 
 @click.group("evolve")
@@ -53,7 +53,6 @@ def tau2_domain_command(domain: str, python: str | None) -> None:
 
 
 PLANS = side_records("plan_files", "plan", required=True)
-TASKS = side_records("task_files", "task", required=True)
 DOMAIN = ("domains", "sandbox_jail")
 ROLLOUT = ("rollouts_per_task", "max_turns", "max_user_turns", "tool_choice", "assistant_max_tokens", "user_max_tokens",
            "user_opening")
@@ -68,17 +67,19 @@ def declare(name: str, reads, writes, fn, flags: tuple[str, ...], **kwargs) -> N
 declare("plans", stages.DOMAIN_RECORD, "plan", stages.plans_of, ("plans", "max_tokens"), llm=True)
 declare("tasks", "plan", "task", stages.tasks_of, (*DOMAIN, *SYNTHESIS, "max_tokens"), llm=True,
         uses={"domains": domains()}, concurrency=2)
-declare("verify-tasks", "task", "task", stages.verified_task,
+declare("verify-tasks", stages.CHECKABLE_TASK, "task", stages.verified_task,
         ("plan_files", *DOMAIN, "judge_tasks", *VERIFIER, "max_tokens"),
         llm=lambda config: config.judge_tasks, uses={"plans": PLANS, "domains": domains(required=False)})
 declare("rollout", stages.PLAYABLE_TASK, "trajectory", stages.trajectories_of, (*DOMAIN, *ROLLOUT), user_llm=True,
         uses={"domains": domains()}, concurrency=2)
-declare("verify", "trajectory", "trajectory", stages.verified_trajectory,
+declare("verify", stages.CHECKED_TRAJECTORY, "trajectory", stages.verified_trajectory,
         ("task_files", "plan_files", *DOMAIN, "judge_trajectories", *VERIFIER, "max_tokens"),
         llm=lambda config: config.judge_trajectories,
-        uses={"tasks": TASKS, "plans": PLANS, "domains": domains(required=False)})
+        uses={"tasks": side_file("task_files", stages.ENGINE_TASK, "task", required=True), "plans": PLANS,
+              "domains": domains(required=False)})
 declare("reflect", "plan", "plan", stages.reflected_plan, ("task_files", "trajectory_files", "max_tokens"), llm=True,
-        uses={"tasks": TASKS, "trajectories": side_records("trajectory_files", "trajectory")})
+        uses={"tasks": side_file("task_files", stages.REFLECTED_TASK, "task", required=True),
+              "trajectories": side_file("trajectory_files", stages.REFLECTED_TRAJECTORY, "trajectory")})
 declare("run", "plan", "plan", stages.evolved_plans,
         (*DOMAIN, "iterations", *SYNTHESIS, *ROLLOUT, "judge_tasks", "judge_trajectories", *VERIFIER, "max_tokens",
          "tasks_out",

@@ -26,7 +26,30 @@ _STRING = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STRING}
 _USER = {"type": "object", "required": ["instruction"],
          "properties": {"instruction": _STRING, "private_info": {"type": ["string", "object", "array", "null"]}}}
-_VERIFICATION = {"type": "object", "required": ["verdict"], "properties": {"verdict": _STRING}}
+# A verdict: `verdict` is what every reader reads; reflect also reads a failure's rationale and, for a
+# trajectory, its TASK/TRAJECTORY attribution.
+_VERIFICATION = {"type": "object", "required": ["verdict"],
+                 "properties": {"verdict": _STRING, "rationale": _STRING, "attribution": _STRING}}
+_REASONED_VERIFICATION = {**_VERIFICATION, "required": ["verdict", "rationale"]}
+_ATTRIBUTED_VERIFICATION = {**_VERIFICATION, "required": ["verdict", "rationale", "attribution"]}
+_ACTION = {"type": "object", "required": ["name"],
+           "properties": {"name": _STRING, "arguments": {"type": ["object", "null"]}}}
+_REPLAY_STEP = {"type": "object", "required": ["name", "arguments", "ok", "observation"],
+                "properties": {"name": _STRING, "arguments": {"type": "object"}, "ok": {"type": "boolean"},
+                               "observation": _STRING}}
+_SYNTHESIS = {"type": "object", "properties": {"replay": {"type": "array", "items": _REPLAY_STEP},
+                                               "changes_state": {"type": "boolean"}}}
+_STATE_CHECK = {"type": "object", "required": ["reward", "diff"],
+                "properties": {"reward": {"type": "number"}, "diff": {"type": "array"},
+                               "answer_given": {"type": "boolean"}}}
+# The fields of an engine task and trajectory the evolve commands read, typed; each shape below requires
+# what its command cannot do without.
+_TASK_FIELDS = {"user": _USER, "expected_state": {"type": "object"}, "ignore_fields": _STRINGS,
+                "verification": _VERIFICATION, "plan_id": _STRING, "specification": _STRING,
+                "expected_answer": _STRING, "expected_actions": {"type": "array", "items": _ACTION},
+                "synthesis": _SYNTHESIS}
+_TRAJECTORY_FIELDS = {"plan_id": {"type": ["string", "null"]}, "user": {**_USER, "type": ["object", "null"]}, "user_stop": {"type": ["string", "null"]},
+                      "state_check": _STATE_CHECK, "verification": _VERIFICATION}
 
 DOMAIN_RECORD = {
     "title": "domain",
@@ -38,24 +61,55 @@ DOMAIN_RECORD = {
                    "transport": {"$ref": _SCHEMAS + "tool_server.json#/properties/transport"}, "state_tool": _STRING,
                    "description": _STRING, "example_tasks": _STRINGS},
 }
-PLAYABLE_TASK = {
+ENGINE_TASK = {
     "title": "task",
+    "description": "A task of the engine (its plan, specification, expected answer, verdict, ... typed): what "
+                   "verify joins to its trajectories.",
+    "allOf": [{"$ref": _SCHEMAS + "task.json"}],
+    "properties": _TASK_FIELDS,
+}
+CHECKABLE_TASK = {
+    **ENGINE_TASK,
+    "description": "A task to verify: hand-written (user, expected actions, replayed with --domains) or "
+                   "synthesized (its expected state with the replay that gave it): what verify-tasks reads.",
+    "required": ["user"],
+    "if": {"required": ["expected_state"]},
+    "then": {"required": ["synthesis"], "properties": {"synthesis": {**_SYNTHESIS, "required": ["replay",
+                                                                                              "changes_state"]}}},
+}
+PLAYABLE_TASK = {
+    **ENGINE_TASK,
     "description": "A task of the engine with its user simulator profile (and, once verified, its expected final "
                    "state and verdict): what rollout plays.",
-    "allOf": [{"$ref": _SCHEMAS + "task.json"}],
     "required": ["user"],
-    "properties": {"user": _USER, "expected_state": {"type": "object"}, "ignore_fields": _STRINGS,
-                   "verification": _VERIFICATION},
 }
 VERIFIED_TASK = {**PLAYABLE_TASK, "required": ["user", "expected_state"],
                  "description": "A verified task of the engine: user simulator profile, expected final state and "
                                 "verdict (what export-rl exports)."}
-USER_SIDE_TRAJECTORY = {
+REFLECTED_TASK = {**ENGINE_TASK, "properties": {**_TASK_FIELDS, "verification": _REASONED_VERIFICATION},
+                  "description": "A task of the engine with its verdict and rationale (once verified): what "
+                                 "reflect reads of --tasks."}
+ENGINE_TRAJECTORY = {
     "title": "trajectory",
-    "description": "A trajectory played with the user simulator: its profile, stop token and verdict.",
+    "description": "A trajectory of the engine (its task, plan, user simulator, stop token, check, verdict typed).",
     "allOf": [{"$ref": _SCHEMAS + "trajectory.json"}],
-    "properties": {"user": {**_USER, "type": ["object", "null"]}, "user_stop": {"type": ["string", "null"]},
-                   "verification": _VERIFICATION},
+    "properties": _TRAJECTORY_FIELDS,
+}
+USER_SIDE_TRAJECTORY = {
+    **ENGINE_TRAJECTORY,
+    "description": "A trajectory played with the user simulator: its profile, stop token and verdict.",
+}
+CHECKED_TRAJECTORY = {
+    **ENGINE_TRAJECTORY,
+    "description": "A trajectory rollout played and checked: its task and final-state check (what verify judges).",
+    "required": ["task_id", "state_check"],
+    "properties": {**_TRAJECTORY_FIELDS, "task_id": _STRING},
+}
+REFLECTED_TRAJECTORY = {
+    **ENGINE_TRAJECTORY,
+    "description": "A trajectory with its verdict, rationale and attribution (once verified): what reflect reads "
+                   "of --trajectories.",
+    "properties": {**_TRAJECTORY_FIELDS, "verification": _ATTRIBUTED_VERIFICATION},
 }
 
 
@@ -104,11 +158,18 @@ def domains(required: bool = True):
     return open_domains
 
 
+def side_file(field: str, shape: dict, kind: str, *, required: bool = False):
+    """A resource: the records of a side file (--plans, --tasks, ...) checked as `shape`, by id; `kind` is the
+    record kind a required file documents (the shape is a precise form of it)."""
+    opener = side_records(field, shape, required=required)
+    if required:
+        opener.requires = [(field, kind)]
+    return opener
+
+
 def domain_records():
     """A resource: the --domains records (checked, not started), by id."""
-    opener = side_records("domains", DOMAIN_RECORD, required=True)
-    opener.requires = [("domains", "environment")]
-    return opener
+    return side_file("domains", DOMAIN_RECORD, "environment", required=True)
 
 
 @contextlib.contextmanager
@@ -232,9 +293,10 @@ async def reflected_plan(plan: dict, config: EvolveCommandConfig, llm, tasks: di
     keeping the earlier revisions with their outcomes, failures and analysis in `history`."""
     from astra_toolgraph.evolve.reflection import reflect
 
-    unverified = [t["id"] for t in tasks.values() if t.get("plan_id") == plan["id"] and "verification" not in t]
-    if unverified:
-        raise Rejected(f"tasks not verified yet: {', '.join(unverified[:3])}")
+    for what, records in (("tasks", tasks), ("trajectories", trajectories)):
+        unverified = [r["id"] for r in records.values() if r.get("plan_id") == plan["id"] and "verification" not in r]
+        if unverified:
+            raise Rejected(f"{what} not verified yet: {', '.join(unverified[:3])}")
     return await reflect(llm, plan, list(tasks.values()), list(trajectories.values()), max_tokens=config.max_tokens)
 
 
