@@ -169,3 +169,16 @@ def test_reflect_rejects_a_plan_whose_trajectories_are_not_verified_yet(recorded
     assert result.exit_code == 0, result.output
     assert [r["reason"] for r in read_jsonl(tmp_path / "rejects.jsonl")] == ["trajectories not verified yet: traj-coffee"]
     assert not server.requests
+
+
+@pytest.mark.parametrize(("transport", "missing"), [({"command": "python"}, "kind"), ({"url": "http://x"}, "kind"),
+                                                    ({"kind": "http"}, "url"), ({"kind": "stdio"}, "command")])
+def test_a_domain_transport_names_what_it_lacks(tmp_path, transport, missing):
+    from astra_toolgraph import data
+
+    domain = {**without(data.sample_domain(), "code"), "transport": transport}
+    domains = write_jsonl(tmp_path / "domains.jsonl", [domain])
+    result = evolve_run("export-rl", write_jsonl(tmp_path / "in.jsonl", [COMPLETED]), "--domains", domains)
+    assert result.exit_code == 1, result.output
+    assert f"{domains}:1: record '{domain['id']}': field transport: not a valid domain: '{missing}' is a required " \
+           "property" in result.output, result.output
