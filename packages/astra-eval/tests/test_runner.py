@@ -7,6 +7,7 @@ import json
 
 import pytest
 from astra_core.llm.client import LLMError
+from astra_core.schema import RecordError
 from astra_core.stage import StageOptions
 from astra_eval import results
 from astra_eval.errors import HarnessError, describe, raised_by_harness
@@ -41,10 +42,10 @@ def test_errors_are_the_items_unless_raised_by_astra_evals_own_code():
     assert describe(ValueError("bad\nsecond line")) == "ValueError: bad"
 
 
-def _run(tmp_path, run_item, items: list[dict]) -> tuple[list[dict], list[dict]]:
+def _run(tmp_path, run_item, items: list[dict], skip_bad: bool = True) -> tuple[list[dict], list[dict]]:
     inputs, out, rejects = tmp_path / "items.jsonl", tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
     inputs.write_text("".join(json.dumps(item) + "\n" for item in items))
-    options = StageOptions(inputs=(str(inputs),), output=str(out), rejects=str(rejects))
+    options = StageOptions(inputs=(str(inputs),), output=str(out), rejects=str(rejects), skip_bad=skip_bad)
     try:
         run_items("astra-eval run test", options, run_item, concurrency=2, item_timeout=2.0, model="m", seed=None)
     finally:
@@ -73,7 +74,10 @@ def test_every_error_while_an_item_runs_is_scored_0_and_malformed_items_are_reje
         assert by_task[name]["success"] is False and by_task[name]["score"] == 0.0
         assert by_task[name]["error"].startswith(kind)
     assert [r["id"] for r in rejected] == [malformed["id"]]
-    assert rejected[0]["reason"] == "malformed item: field 'trial' must be int, got 'first'"
+    assert rejected[0]["reason"] == (f"malformed: {tmp_path / 'items.jsonl'}:5: record {malformed['id']!r}: "
+                                     "field trial: must be int, got 'first'")
+    with pytest.raises(RecordError, match=r"items\.jsonl:2: .*field trial: must be int"):  # as a malformed line
+        _run(tmp_path, run_item, [good[0], malformed], skip_bad=False)
 
 
 def test_a_bug_in_astra_eval_leaves_its_item_unscored_and_fails_the_run(tmp_path):

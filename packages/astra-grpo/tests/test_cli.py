@@ -122,6 +122,21 @@ def test_rollout_as_a_library_rejects_a_sample_it_cannot_play_before_loading_a_m
     assert isinstance(result, Rejected) and "the prompt needs a user message" in str(result)
 
 
+def test_rollout_stops_at_a_sample_it_cannot_play_as_at_a_malformed_line_unless_skip_bad(tmp_path):
+    sample = rl_sample("rl-0")
+    sample["messages"] = [m for m in sample["messages"] if m["role"] != "user"]
+    samples = write(tmp_path / "s.jsonl", [sample])
+    stopped = CliRunner().invoke(main, ["rollout", str(samples), "--model", str(tmp_path / "no-model")])
+    assert stopped.exit_code == 1 and "Traceback" not in stopped.output
+    assert f"{samples}:1: record 'rl-0': field messages: the prompt needs a user message" in stopped.output
+    rejects = tmp_path / "rejects.jsonl"
+    kept = CliRunner().invoke(main, ["rollout", str(samples), "--model", str(tmp_path / "no-model"), "--skip-bad",
+                                     "--rejects", str(rejects)])
+    assert kept.exit_code == 0, kept.output
+    [reject] = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert reject["source"] == f"{samples}:1" and "needs a user message" in reject["reason"]
+
+
 @pytest.mark.parametrize("command", ["sft", "train", "rollout", "plot", "configs"])
 def test_every_command_has_help(command):
     assert CliRunner().invoke(main, [command, "--help"]).exit_code == 0

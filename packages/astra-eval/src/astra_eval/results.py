@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from astra_core.records import new_record
-from astra_core.stage import Rejected
+from astra_core.stage import Malformed, Rejected
 
 ITEM_FIELDS = {"id": str, "benchmark": str, "category": str, "item_id": str, "trial": int}
 
@@ -54,14 +54,15 @@ def failure(item: dict, error: str, *, messages: list[dict] | None = None, detai
 
 
 def check_item(item: dict) -> None:
-    """Reject an input item that cannot be run: a required field missing or of the wrong type."""
+    """An input item that cannot be run (a required field missing or of the wrong type) is malformed input: it
+    stops the run naming file, line and field, or with --skip-bad goes to the rejects."""
     for name, kind in ITEM_FIELDS.items():
         value = item.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise Rejected(f"malformed item: field {name!r} must be {kind.__name__}, got {value!r}")
+            raise Malformed(f"must be {kind.__name__}, got {value!r}", field=name)
     seed = item.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise Rejected(f"malformed item: field 'seed' must be an integer or null, got {seed!r}")
+        raise Malformed(f"must be an integer or null, got {seed!r}", field="seed")
 
 
 def unknown(item: dict, what: str) -> Rejected:

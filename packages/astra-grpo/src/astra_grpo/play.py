@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from astra_core.schema import RecordError
-from astra_core.stage import Rejected, Stage, StageError
+from astra_core.stage import Malformed, Stage, StageError
 
 from astra_grpo.config import RolloutConfig
 
@@ -137,7 +137,7 @@ def play_samples(records: list[dict], config: RolloutConfig, player: Player,
         try:
             player.check(record)
         except RecordError as exc:
-            results[index] = Rejected(f"malformed: {exc}")
+            results[index] = Malformed(exc.message, field=exc.field)  # a sample it cannot play: bad input
         else:
             playable.append(index)
     if playable:
