@@ -3,6 +3,7 @@ import copy
 import orjson
 import pytest
 from astra_core import KINDS, RecordError, dumps, validate
+from astra_core.formats_doc import example as example_of
 from astra_core.jsonl import parse_line
 from astra_core.schema import errors, schema
 from core_strategies import record
@@ -45,6 +46,21 @@ def test_error_names_record_and_field():
     assert info.value.record_id == "t1"
     assert info.value.field == "messages[1].role"
     assert "record 't1'" in str(info.value) and "messages[1].role" in str(info.value)
+
+
+@pytest.mark.parametrize(("parameters", "field"), [
+    ({"type": "object", "properties": "x"}, "tools[0].function.parameters.properties"),
+    ({"type": "object", "properties": {"q": "str"}}, "tools[0].function.parameters.properties.q"),
+    ({"type": "object", "properties": {"q": {"type": "string"}}, "required": "q"}, "tools[0].function.parameters.required"),
+])
+def test_a_tools_parameter_schema_is_typed_where_stages_read_it(parameters, field):
+    """Every stage reading tools walks `properties` and `required`: a string there was an AttributeError (exit 3)
+    in verify-chains, synthesize-chains, judge-task and evolve plans, not a field named."""
+    server = copy.deepcopy(example_of("tool_server"))
+    server["tools"][0]["function"]["parameters"] = parameters
+    with pytest.raises(RecordError) as info:
+        validate(server, "tool_server")
+    assert info.value.field == field
 
 
 def test_tool_message_needs_its_call_id():

@@ -112,3 +112,22 @@ def test_augmentation_keeps_language_and_intent(recorded_llm):
     with pytest.raises(Rejected, match="every rewrite was dropped"):
         run(lambda c: augment_task(c, task, AugmentConfig(axes=("complexity",), keep_original=False)),
             recorded_llm(replies=["¿Qué tablas tiene mi base de datos y cuántas filas tiene?"]))
+
+
+def test_tasks_reads_each_input_as_its_kind_naming_a_wrong_typed_field(tmp_path):
+    """A chain whose tools hold a number was 'neither a tool_chain nor a tool_server record': a reject even
+    without --skip-bad, naming no line or field. The record names its server, so it is read as a chain."""
+    from astra_core.formats_doc import example
+    from astra_toolgraph.cli import main
+    from click.testing import CliRunner
+
+    chain = {**example("tool_chain"), "tools": [5]}
+    inputs = write_jsonl(tmp_path / "chains.jsonl", [chain])
+    servers = write_jsonl(tmp_path / "servers.jsonl", [example("tool_server")])
+    result = CliRunner().invoke(main, ["tasks", str(inputs), "--servers", str(servers)])
+    assert result.exit_code == 1, result.output
+    assert f"{inputs}:1: record '{chain['id']}': field tools[0]: not a valid tool_chain or tool_server: 5 is not " \
+           "of type 'string'" in result.output
+    not_a_server = write_jsonl(tmp_path / "odd.jsonl", [{"id": "x", "meta": {}}])
+    result = CliRunner().invoke(main, ["tasks", str(not_a_server), "--servers", str(servers)])
+    assert result.exit_code == 1 and "'name' is a required property" in result.output

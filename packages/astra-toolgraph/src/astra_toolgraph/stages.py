@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from astra_core.config import knob
-from astra_core.schema import is_valid
 from astra_core.stage import Malformed, Rejected
 
 from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_chains
@@ -188,18 +187,17 @@ class TasksConfig(TaskConfig):
 
 TASK_SOURCE = {
     "title": "tool_chain or tool_server",
-    "description": "A tool_chain (chain-conditioned tasks) or a tool_server (server-only tasks) record.",
+    "description": "A tool_chain (chain-conditioned tasks; it names its server_id) or a tool_server (server-only "
+                   "tasks) record, each checked as its kind.",
     "type": "object",
-    "required": ["id"],
-    "properties": {"id": {"type": "string"}},
+    "if": {"required": ["server_id"]},
+    "then": {"$ref": "https://astra-toolkit.dev/schemas/tool_chain.json"},
+    "else": {"$ref": "https://astra-toolkit.dev/schemas/tool_server.json"},
 }
 
 
 def _record_kind(record: dict) -> str:
-    for kind in ("tool_chain", "tool_server"):
-        if is_valid(record, kind):  # no explanation needed: a server is not a chain
-            return kind
-    raise Rejected("neither a tool_chain nor a tool_server record")
+    return "tool_chain" if "server_id" in record else "tool_server"  # (read as TASK_SOURCE: checked as its kind)
 
 
 async def tasks_of(record: dict, config: TasksConfig, llm, servers: dict[str, dict]) -> list[dict]:
