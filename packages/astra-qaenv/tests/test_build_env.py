@@ -157,3 +157,24 @@ def test_sandbox_flags_are_the_sandbox_configs_fields(cli):
     assert result.exit_code == 2 and "'--sandbox-memory-mb': must be >= 64, got 32" in result.stderr, result.output
     zero = cli("merge", "--sandbox-call-timeout-s", "0", input="")  # in the flag's range, but a timeout must be > 0
     assert zero.exit_code == 1 and "call_timeout_s must be > 0" in zero.stderr, zero.output
+
+
+@pytest.mark.parametrize(("path", "value", "field"), [
+    (("tool_source",), 5, "decomposition_trace[0].tool_source"),
+    (("tool_source",), {"code": 5}, "decomposition_trace[0].tool_source"),
+    (("tool_source", "param"), "x): pass\nimport os\ndef y(", "decomposition_trace[0].tool_source.param"),
+    (("tool_call", "arguments"), "a", "decomposition_trace[0].tool_call.arguments"),
+])
+def test_build_env_reads_a_programmatic_tool_source_typed(cli, tmp_path, path, value, field):
+    """A wrong-typed tool_source was a TypeError or KeyError (exit 3); its names become Python names in the
+    tool's code, so they must be identifiers."""
+    instance = asyncio.run(validated(programmatic_instances(1)[0]))
+    target = instance["decomposition_trace"][0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    inputs = tmp_path / "instances.jsonl"
+    inputs.write_text(json.dumps(instance) + "\n")
+    result = cli("build-env", inputs, "--no-sandbox-jail", "--base-url", "http://127.0.0.1:9/v1", "--model", "x")
+    assert result.exit_code == 1, result.stderr
+    assert f"{inputs}:1: record '{instance['id']}': field {field}: " in result.stderr

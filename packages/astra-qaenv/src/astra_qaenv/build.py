@@ -33,6 +33,31 @@ class BuildConfig(EnvSynthConfig):
                                "synthesize.", choices=("auto", "llm"))
 
 
+_IDENTIFIER = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}  # becomes a Python name in the tool's code
+TOOL_SOURCE = {
+    "type": "object",
+    "description": "A programmatic sub-question's lookup table (astra-qaenv programmatic), rendered into its tool.",
+    "required": ["tool", "param", "field", "rows"],
+    "properties": {
+        "kind": {"const": "lookup"},
+        "tool": {"allOf": [{"$ref": "https://astra-toolkit.dev/schemas/common.json#/$defs/tool"},
+                           {"properties": {"function": {"properties": {"name": _IDENTIFIER}}}}]},
+        "param": _IDENTIFIER, "field": {"type": "string"}, "noun": {"type": "string"}, "rows": {"type": "object"},
+    },
+}
+BUILD_INPUT = {
+    "title": "qa_instance",
+    "description": "A validated qa_instance; a sub-question built from its programmatic tool_source carries the "
+                   "call that the tool must answer (tool_call).",
+    "allOf": [{"$ref": "https://astra-toolkit.dev/schemas/qa_instance.json"}],
+    "properties": {"decomposition_trace": {"items": {"properties": {
+        "tool_source": TOOL_SOURCE,
+        "tool_call": {"type": "object", "required": ["name", "arguments"],
+                      "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}}}},
+        "dependentRequired": {"tool_source": ["tool_call"]}}}},
+}
+
+
 def lookup_subenv(step: dict) -> dict:
     source = step["tool_source"]
     name = source["tool"]["function"]["name"]

@@ -14,7 +14,7 @@ from astra_core.options import report_errors, stage_options, stage_options_from
 from astra_core.stage import Rejected, Stage
 
 from astra_qaenv import stages
-from astra_qaenv.build import build_environment
+from astra_qaenv.build import BUILD_INPUT, build_environment
 from astra_qaenv.merge import merge_environment
 from astra_qaenv.synthesize import SynthesisConfig
 from astra_qaenv.validate import ValidationConfig, validate_instance
@@ -40,7 +40,7 @@ stage_command(main, "programmatic", reads=stages.ENTITY_ROW, writes="qa_instance
               uses={"kb": stages.open_kb})(stages.programmatic_record)
 stage_command(main, "validate", reads="qa_instance", writes="qa_instance", config=ValidationConfig,
               llm=True)(validate_instance)
-stage_command(main, "build-env", reads="qa_instance", writes="environment", config=stages.BuildEnvConfig, llm=True,
+stage_command(main, "build-env", reads=BUILD_INPUT, writes="environment", config=stages.BuildEnvConfig, llm=True,
               uses={"verifier": Verifier})(build_environment)
 stage_command(main, "merge", reads="environment", writes="environment", config=stages.MergeEnvConfig, llm=True,
               uses={"verifier": Verifier})(merge_environment)
