@@ -3,19 +3,21 @@
 # user simulator -> trajectory verification with TASK/TRAJECTORY attribution -> reflection), user-model
 # SFT data, the user model trained on it, and one GRPO step on tau2 retail whose episodes talk to that
 # trained user simulator (tau2's own evaluator as the reward).
-# A tiny model writes poor plans and tasks: this shows the path and the audit trail, not quality.
+# A tiny model writes poor plans and tasks: this shows the path and the audit trail, not quality. The engine's
+# sampled calls are seeded (--seed 0): unseeded, whether the tiny model's plans passed changed from run to run,
+# and with it what the step showed and how long it took (217 to 409 s).
 E="$OUT/evolve"
 mkdir -p "$E"
 astra-toolgraph evolve sample-domain > "$E/domain.jsonl"
 
 # 1. Diversified plan generation: one synthesis-evaluation plan pair (a reply that does not parse is a reject).
-astra-toolgraph evolve plans "$E/domain.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/plans.jsonl" --rejects "$E/rejects.plans.jsonl"
+astra-toolgraph evolve plans --seed 0 "$E/domain.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/plans.jsonl" --rejects "$E/rejects.plans.jsonl"
 [ -s "$E/plans.jsonl" ] || astra-toolgraph evolve sample-domain --what plan > "$E/plans.jsonl"  # the seed plan instead
 
 # 2. One stream, one iteration: every plan revision on stdout, every task and trajectory with its verdicts kept.
 #    The verification agents investigate the domain in their own tool-calling loop first (--verify-calls 1: one call,
 #    in a disposable episode), every call kept in the record beside the verdict.
-astra-toolgraph evolve run "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterations 1 --tasks-per-plan 1 \
+astra-toolgraph evolve run --seed 0 "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterations 1 --tasks-per-plan 1 \
   --verify-calls 1 --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --agent-max-tokens 96 \
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/tasks.jsonl" --trajectories-out "$E/trajectories.jsonl" \
   -o "$E/streams.jsonl" --rejects "$E/rejects.evolve.jsonl"
@@ -25,10 +27,10 @@ astra-toolgraph evolve run "$E/plans.jsonl" --domains "$E/domain.jsonl" --iterat
 #     by astra-qaenv (step 40). One plan, one task, one iteration each: plan -> task -> verdict -> revised plan.
 astra-toolgraph evolve tau2-domain airline > "$E/more_domains.jsonl"
 if [ -s "$OUT/qaenv/merged.jsonl" ]; then head -1 "$OUT/qaenv/merged.jsonl" >> "$E/more_domains.jsonl"; fi
-astra-toolgraph evolve plans "$E/more_domains.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/more_plans.jsonl" \
+astra-toolgraph evolve plans --seed 0 "$E/more_domains.jsonl" --plans 1 --agent-max-tokens 96 -o "$E/more_plans.jsonl" \
   --rejects "$E/rejects.more_plans.jsonl"
 [ -s "$E/more_plans.jsonl" ] || echo "the tiny model wrote no usable plan for these domains (why: $E/rejects.more_plans.jsonl)"
-astra-toolgraph evolve run "$E/more_plans.jsonl" --domains "$E/more_domains.jsonl" --iterations 1 --tasks-per-plan 1 \
+astra-toolgraph evolve run --seed 0 "$E/more_plans.jsonl" --domains "$E/more_domains.jsonl" --iterations 1 --tasks-per-plan 1 \
   --verify-calls 1 --explore-turns 1 --tool-choice first-required --max-turns 1 --max-user-turns 1 --agent-max-tokens 96 \
   --assistant-max-tokens 24 --user-max-tokens 24 --tasks-out "$E/more_tasks.jsonl" \
   --trajectories-out "$E/more_trajectories.jsonl" -o "$E/more_streams.jsonl" --rejects "$E/rejects.more_evolve.jsonl"
@@ -40,12 +42,12 @@ astra-toolgraph evolve run "$E/more_plans.jsonl" --domains "$E/more_domains.json
 #     tiny model's own openings rarely name the order), then the simulator speaks; greedy, so the demo is reproducible.
 astra-toolgraph evolve sample-domain --what plan > "$E/agent_plan.jsonl"
 astra-toolgraph evolve sample-domain --what tasks > "$E/agent_seed_tasks.jsonl"
-astra-toolgraph evolve verify-tasks "$E/agent_seed_tasks.jsonl" --plans "$E/agent_plan.jsonl" --domains "$E/domain.jsonl" \
+astra-toolgraph evolve verify-tasks --seed 0 "$E/agent_seed_tasks.jsonl" --plans "$E/agent_plan.jsonl" --domains "$E/domain.jsonl" \
   --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_tasks.jsonl"
 astra-toolgraph evolve rollout "$E/agent_tasks.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
   --user-opening question --temperature 0 --max-turns 1 --max-user-turns 1 --assistant-max-tokens 48 --user-max-tokens 24 \
   -o "$E/agent_rollouts.jsonl" --rejects "$E/rejects.agent_rollouts.jsonl"
-astra-toolgraph evolve verify "$E/agent_rollouts.jsonl" --tasks "$E/agent_tasks.jsonl" --plans "$E/agent_plan.jsonl" \
+astra-toolgraph evolve verify --seed 0 "$E/agent_rollouts.jsonl" --tasks "$E/agent_tasks.jsonl" --plans "$E/agent_plan.jsonl" \
   --domains "$E/domain.jsonl" --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_trajectories.jsonl"
 
 # 3. The two hand-written seed tasks made checkable (expected actions replayed -> expected state), rolled out with the
