@@ -47,7 +47,7 @@ def test_a_config_file_value_out_of_range_names_the_field(tmp_path):
 
 
 def test_a_library_caller_gets_the_engines_bounds_checked_too():
-    with pytest.raises(ValueError, match="max_user_turns must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="config field max_user_turns: must be >= 0, got -1"):
         EvolveConfig(max_user_turns=-1)
     assert EvolveConfig(explore_turns=0, verify_calls=0).explore_turns == 0
 

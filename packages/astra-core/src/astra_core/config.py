@@ -167,16 +167,22 @@ def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict
         config = cls(**values)
     except (TypeError, ValueError) as exc:  # checks a config class makes itself (__post_init__)
         raise ConfigError(f"{cls.__name__}: {exc}") from exc
-    for spec in dataclasses.fields(cls):
+    check_knobs(config)
+    if hasattr(config, "validate"):
+        config.validate()
+    return config
+
+
+def check_knobs(config: Any) -> None:
+    """Raise a ConfigError naming the first knob whose value is not among its choices or out of its bounds (the
+    flags check them too; a config built in code, e.g. in a dataclass's __post_init__, calls this)."""
+    for spec in dataclasses.fields(config):
         value = getattr(config, spec.name)
         allowed = spec.metadata.get("choices")
         if allowed and value is not None and value not in allowed:
             raise ConfigError(f"config field {spec.name}: must be one of {' | '.join(allowed)}, got {value!r}")
         if "range" in spec.metadata and value is not None and not _in_range(value, spec.metadata["range"]):
             raise ConfigError(f"config field {spec.name}: must be {_range_text(spec.metadata['range'])}, got {value!r}")
-    if hasattr(config, "validate"):
-        config.validate()
-    return config
 
 
 def _in_range(value: Any, bounds: tuple) -> bool:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from astra_core.config import knob
+from astra_core.config import check_knobs, knob
 
 TOOL_CHOICES = ("auto", "required", "first-required", "none")
 USER_OPENINGS = ("simulated", "question")
@@ -45,16 +44,7 @@ class EvolveConfig:
     max_observation_chars: int = knob(2000, "Longer tool outputs are cut.", minimum=1)
 
     def __post_init__(self) -> None:
-        for item in dataclasses.fields(self):  # every knob's choices and bounds (the CLI checks them too; a library
-            value = getattr(self, item.name)  # caller not)
-            choices = item.metadata.get("choices")
-            if choices and value not in choices:
-                raise ValueError(f"{item.name} must be one of {', '.join(choices)}, got {value!r}")
-            low, high = item.metadata.get("range", (None, None))
-            if low is not None and value < low:
-                raise ValueError(f"{item.name} must be >= {low}, got {value!r}")
-            if high is not None and value > high:
-                raise ValueError(f"{item.name} must be <= {high}, got {value!r}")
+        check_knobs(self)  # every knob's choices and bounds (the CLI checks them too; a library caller not)
 
     def assistant_choice(self, turn: int) -> str:
         return choice_at(self.tool_choice, turn)
