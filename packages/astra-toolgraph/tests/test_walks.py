@@ -153,3 +153,14 @@ def test_a_graph_whose_edge_names_an_unknown_tool_is_rejected_as_malformed_namin
     assert stopped.exit_code == 1 and f"{graphs_file}:2: record 'graph-bad': field edges[1].dst:" in stopped.output
     with pytest.raises(ValueError, match=r"edges\[1\]\.dst"):
         CSRGraph.from_record(bad)
+
+
+@pytest.mark.parametrize(("values", "field"), [
+    ({"start": "random"}, "start"), ({"walks": 0}, "walks"), ({"min_length": 0}, "min_length")])
+def test_a_config_built_in_code_is_checked_like_a_flag(values, field):
+    from astra_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"field {field}"):
+        WalkConfig(**values)
+    with pytest.raises(ValueError, match="min_length <= max_length"):
+        WalkConfig(min_length=4, max_length=3)

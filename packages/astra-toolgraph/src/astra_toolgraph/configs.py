@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astra_core.config import knob
+from astra_core.config import check_knobs, knob
 
 from astra_toolgraph import prompts
 
@@ -25,10 +25,9 @@ class WalkConfig:
     dedup: bool = knob(True, "Keep each distinct walk once (with how often it was drawn).")
 
     def __post_init__(self) -> None:
-        if not 1 <= self.min_length <= self.max_length:
-            raise ValueError(f"need 1 <= min_length <= max_length, got {self.min_length}..{self.max_length}")
-        if self.start not in ("uniform", "weighted"):
-            raise ValueError(f"start must be uniform or weighted, got {self.start!r}")
+        check_knobs(self)
+        if self.min_length > self.max_length:
+            raise ValueError(f"need min_length <= max_length, got {self.min_length}..{self.max_length}")
 
 
 @dataclass
@@ -38,6 +37,9 @@ class EmulatorConfig:
     seed: int = knob(0, "Seed of the emulator's failure draws.", flag="emulator-seed")
     max_tokens: int | None = knob(None, "Cap on an emulated output's tokens (unset: the client's default).",
                                   flag="emulator-max-tokens", minimum=1)
+
+    def __post_init__(self) -> None:
+        check_knobs(self)
 
 
 @dataclass
@@ -54,10 +56,7 @@ class RolloutConfig:
     emulator: EmulatorConfig | None = None  # (no flag: a command sets it from its --emulator-... knobs)
 
     def __post_init__(self) -> None:
-        if self.tool_choice not in TOOL_CHOICES:
-            raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, got {self.tool_choice!r}")
-        if self.max_turns < 1:
-            raise ValueError("max_turns must be >= 1")
+        check_knobs(self)
         self.emulator = self.emulator or EmulatorConfig()
 
     def choice_for(self, turn: int) -> str:
