@@ -49,6 +49,11 @@ def test_flags_override_the_file_which_overrides_defaults(tmp_path):
     ({"reward": "bleu"}, "reward"),
     ({"temperature": 0}, "temperature"),
     ({"lr_scheduler": "step"}, "lr_scheduler"),
+    ({"engine": "vlm"}, "engine"),
+    ({"logging_steps": 0}, "logging_steps"),  # was a modulo by zero when the first step logged
+    ({"sandbox_pool_size": 0}, "sandbox_pool_size"),
+    ({"adam_beta2": 1.0}, "adam_beta2"),
+    ({"top_p": 1.5}, "top_p"),
 ])
 def test_bad_values_name_the_field(values, field):
     with pytest.raises(ConfigError, match=f"field {field}"):

