@@ -225,9 +225,12 @@ def _user_config(kwargs: dict, llm_config):
                                model=model or (None if base_url else llm_config.model))
 
 
-def side_records(field: str, kind: str | None, *, required: bool = False) -> Opener:
+def side_records(field: str, kind: str | dict | None, *, required: bool = False,
+                 documents: str | None = None) -> Opener:
     """A resource: the records of the JSONL file(s) a config field names, by id ({} when the field is unset);
-    e.g. `uses={"samples": side_records("samples", "rl_sample")}` for a `--samples FILE` join."""
+    e.g. `uses={"samples": side_records("samples", "rl_sample")}` for a `--samples FILE` join. `kind` is a record
+    kind or a precise shape of one (astra_core.jsonl.read_jsonl's `kind`); `documents` names the record kind a
+    required file's docs show when `kind` is a shape."""
 
     @contextlib.contextmanager
     def open_records(config: Any, options: Any = None):
@@ -240,7 +243,7 @@ def side_records(field: str, kind: str | None, *, required: bool = False) -> Ope
         yield {record["id"]: record for path in paths for record in read_jsonl(path, kind=kind)}
 
     if required:
-        open_records.requires = [(field, kind)]
+        open_records.requires = [(field, documents or kind)]
 
     return open_records
 

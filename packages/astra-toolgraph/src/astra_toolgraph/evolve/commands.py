@@ -15,7 +15,7 @@ from astra_core.command import side_records, stage_command
 
 from astra_toolgraph import data
 from astra_toolgraph.evolve import stages
-from astra_toolgraph.evolve.stages import EvolveCommandConfig, domains, side_file
+from astra_toolgraph.evolve.stages import EvolveCommandConfig, domains
 
 
 @click.group("evolve")
@@ -75,11 +75,11 @@ declare("rollout", stages.PLAYABLE_TASK, "trajectory", stages.trajectories_of, (
 declare("verify", stages.CHECKED_TRAJECTORY, "trajectory", stages.verified_trajectory,
         ("task_files", "plan_files", *DOMAIN, "judge_trajectories", *VERIFIER, "max_tokens"),
         llm=lambda config: config.judge_trajectories,
-        uses={"tasks": side_file("task_files", stages.ENGINE_TASK, "task", required=True), "plans": PLANS,
+        uses={"tasks": side_records("task_files", stages.ENGINE_TASK, required=True, documents="task"), "plans": PLANS,
               "domains": domains(required=False)})
 declare("reflect", "plan", "plan", stages.reflected_plan, ("task_files", "trajectory_files", "max_tokens"), llm=True,
-        uses={"tasks": side_file("task_files", stages.REFLECTED_TASK, "task", required=True),
-              "trajectories": side_file("trajectory_files", stages.REFLECTED_TRAJECTORY, "trajectory")})
+        uses={"tasks": side_records("task_files", stages.REFLECTED_TASK, required=True, documents="task"),
+              "trajectories": side_records("trajectory_files", stages.REFLECTED_TRAJECTORY)})
 declare("run", "plan", "plan", stages.evolved_plans,
         (*DOMAIN, "iterations", *SYNTHESIS, *ROLLOUT, "judge_tasks", "judge_trajectories", *VERIFIER, "max_tokens",
          "tasks_out",

@@ -158,18 +158,9 @@ def domains(required: bool = True):
     return open_domains
 
 
-def side_file(field: str, shape: dict, kind: str, *, required: bool = False):
-    """A resource: the records of a side file (--plans, --tasks, ...) checked as `shape`, by id; `kind` is the
-    record kind a required file documents (the shape is a precise form of it)."""
-    opener = side_records(field, shape, required=required)
-    if required:
-        opener.requires = [(field, kind)]
-    return opener
-
-
 def domain_records():
     """A resource: the --domains records (checked, not started), by id."""
-    return side_file("domains", DOMAIN_RECORD, "environment", required=True)
+    return side_records("domains", DOMAIN_RECORD, required=True, documents="environment")
 
 
 @contextlib.contextmanager
