@@ -178,3 +178,26 @@ def test_build_env_reads_a_programmatic_tool_source_typed(cli, tmp_path, path, v
     result = cli("build-env", inputs, "--no-sandbox-jail", "--base-url", "http://127.0.0.1:9/v1", "--model", "x")
     assert result.exit_code == 1, result.stderr
     assert f"{inputs}:1: record '{instance['id']}': field {field}: " in result.stderr
+
+
+def test_a_dependency_on_a_missing_sub_question_is_malformed_input_to_build_env(cli, tmp_path):
+    """It was built into an environment as if the reference resolved; now the run stops naming file, line,
+    record, field and the missing id (or --skip-bad sends it to --rejects), and a valid instance still builds."""
+    good, other = (asyncio.run(validated(i)) for i in programmatic_instances(1)[:2])
+    bad = json.loads(json.dumps(other))
+    last = len(bad["decomposition_trace"]) - 1
+    bad["decomposition_trace"][last]["dependency"] = ["no-such-step"]
+    inputs = tmp_path / "instances.jsonl"
+    inputs.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    no_llm = ("--base-url", "http://127.0.0.1:9/v1", "--model", "x")  # lookups only: no LLM is asked
+    stopped = cli("build-env", inputs, *no_llm, "--sandbox-pool-size", "1", "-o", tmp_path / "envs.jsonl")
+    assert stopped.exit_code == 1, stopped.stderr
+    assert (f"{inputs}:2: record '{bad['id']}': field decomposition_trace[{last}].dependency: sub-question "
+            f"{bad['decomposition_trace'][last]['_uuid']!r} depends on 'no-such-step'") in stopped.stderr
+    skipped = cli("build-env", inputs, *no_llm, "--sandbox-pool-size", "1", "--skip-bad", "-o", tmp_path / "envs.jsonl",
+                  "--rejects", tmp_path / "rejects.jsonl")
+    assert skipped.exit_code == 0, skipped.stderr
+    (env,) = [json.loads(line) for line in (tmp_path / "envs.jsonl").read_text().splitlines()]
+    assert env["instance_id"] == good["id"] and validate(env, "environment")
+    (rejected,) = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert rejected["id"] == bad["id"] and f"field decomposition_trace[{last}].dependency" in rejected["reason"]

@@ -13,8 +13,8 @@ from qaenv_helpers import read, write
 pytestmark = [pytest.mark.llm, pytest.mark.nsjail]
 
 SMALL = ["--max-tokens", "48", "--temperature", "0"]
-KNOWN_FAILURES = ("LLM reply is not a decomposition", "hop budget", "all ", "structure:", "tool necessity:",
-                  "quality:", "environment synthesis:", "composed environment:")
+KNOWN_FAILURES = ("LLM reply is not a decomposition", "unknown dependency:", "hop budget", "all ", "structure:",
+                  "tool necessity:", "quality:", "environment synthesis:", "composed environment:")
 
 
 def accounted(inputs, outputs, rejects):

@@ -68,3 +68,23 @@ def test_a_wrong_typed_knowledge_row_is_rejected_before_the_llm_sees_it(tmp_path
     (rejected,) = read(tmp_path / "rej.jsonl")
     assert rejected["source"] == f"{rows}:1" and "field knowledge_corpus" in rejected["reason"]
     assert len(server.chat_requests) == 1 and len(read(tmp_path / "qa.jsonl")) == 1
+
+
+def test_an_instance_whose_dependency_names_a_missing_sub_question_is_rejected_with_the_reason(tmp_path, cli,
+                                                                                              recorded_llm):
+    """The LLM wrote it (recorded reply), so it is a reject with the field and the missing id, not bad input;
+    it used to be written out and reach validate and build-env."""
+    dangling = json.loads(json.dumps(TWO_HOP))
+    dangling["main_question"] = "What is the area of the capital of Valdoria?"
+    dangling["decomposition_trace"][1]["dependency"] = [7]
+    server = recorded_llm(replies=[json.dumps([TWO_HOP, dangling])])
+    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."}])
+    result = cli("synthesize", rows, "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl",
+                 env={"ASTRA_LLM_BASE_URL": server.base_url})
+    assert result.exit_code == 0, result.output
+    (kept,) = read(tmp_path / "qa.jsonl")
+    assert kept["main_question"] == TWO_HOP["main_question"]
+    (rejected,) = read(tmp_path / "rej.jsonl")
+    assert rejected["record"]["main_question"] == dangling["main_question"]
+    assert rejected["reason"].startswith("unknown dependency: decomposition_trace[1].dependency: sub-question 2 "
+                                         "depends on 7, which no sub-question")

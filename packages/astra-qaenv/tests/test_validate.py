@@ -70,3 +70,22 @@ def test_necessity_failures_say_why(cli, tmp_path, recorded_llm):
     flagged["decomposition_trace"][0]["needs_tool"] = True
     kept, _ = run_validate(cli, tmp_path, [flagged], server=server)
     assert len(kept) == 1 and len(server.chat_requests) == 2
+
+
+def test_a_dependency_on_a_missing_sub_question_is_malformed_input_naming_the_field(cli, tmp_path):
+    """It passed as a structure reject among content checks; as input it is a broken reference: the run stops
+    naming file, line, record, field and the missing id, or with --skip-bad it goes to --rejects."""
+    good = instance([(1, None, 1), (2, [1], 2)], tag="good")
+    dangling = instance([(1, None, 1), (2, [1], 2), (3, [2, 9], 3)], tag="dangling")
+    for record in (good, dangling):
+        for step in record["decomposition_trace"]:
+            step["needs_tool"] = True
+    path = write(tmp_path / "in.jsonl", [good, dangling])
+    stopped = cli("validate", path, "--no-judge", "-o", tmp_path / "out.jsonl")
+    assert stopped.exit_code == 1
+    assert (f"{path}:2: record '{dangling['id']}': field decomposition_trace[2].dependency: sub-question 3 "
+            "depends on 9, which no sub-question") in stopped.stderr, stopped.stderr
+    kept, rejected = run_validate(cli, tmp_path, [good, dangling], "--skip-bad")
+    assert [k["id"] for k in kept] == [good["id"]]
+    assert "field decomposition_trace[2].dependency" in rejected[dangling["id"]]
+    assert "depends on 9" in rejected[dangling["id"]]

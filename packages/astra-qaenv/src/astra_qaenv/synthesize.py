@@ -17,7 +17,7 @@ from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
 
 from astra_qaenv import prompts
-from astra_qaenv.trace import depth, structural_problems
+from astra_qaenv.trace import depth, structural_problems, unknown_dependencies, unknown_dependency_text
 
 
 @dataclass
@@ -71,6 +71,18 @@ def normalize_instance(raw: dict) -> dict:
             "final_answer": str(raw["final_answer"]).strip(), "decomposition_trace": trace}
 
 
+def dependency_problem(instance: dict) -> str | None:
+    """Why an instance the LLM wrote cannot be read further: a dependency naming a sub-question it does not have
+    (as input to `validate` or `build-env` that is malformed; here the LLM wrote it, so it is a reject)."""
+    trace = instance["decomposition_trace"]
+    unknown = unknown_dependencies(trace)
+    if not unknown:
+        return None
+    return "unknown dependency: " + "; ".join(
+        f"decomposition_trace[{position}].dependency: {unknown_dependency_text(trace, position, missing)}"
+        for position, missing in unknown)
+
+
 def budget_problem(instance: dict, config: SynthesisConfig) -> str | None:
     """Why an unconditional instance misses the hop budget (None when it fits or cannot be measured)."""
     if structural_problems(instance["decomposition_trace"]):
@@ -104,7 +116,7 @@ async def synthesize_row(llm: LLMClient, row: dict, config: SynthesisConfig) -> 
                                        "hop_budget": [config.min_hops, config.max_hops] if mode == "unconditional"
                                        else None})
         record["meta"]["parent_id"] = row["id"]
-        problem = budget_problem(body, config) if mode == "unconditional" else None
+        problem = dependency_problem(body) or (budget_problem(body, config) if mode == "unconditional" else None)
         if problem:
             dropped.append((record, problem))
         else:
