@@ -88,3 +88,24 @@ def test_an_instance_whose_dependency_names_a_missing_sub_question_is_rejected_w
     assert rejected["record"]["main_question"] == dangling["main_question"]
     assert rejected["reason"].startswith("unknown dependency: decomposition_trace[1].dependency: sub-question 2 "
                                          "depends on 7, which no sub-question")
+
+
+def test_the_counts_give_rows_read_written_and_rejected_and_the_dropped_instances_apart(tmp_path, cli, recorded_llm):
+    """Recorded replies: row 1 gets two instances (one in the hop budget), row 2 one out of it. The two dropped
+    instances were counted as rejects of the 2 rows read ('rejected 3'); they are derived, so the rows' counts
+    are read 2 = 1 written from + 1 rejected, and the instances dropped are a figure of their own."""
+    server = recorded_llm(replies=[json.dumps([TWO_HOP, ONE_HOP]), json.dumps([ONE_HOP])])
+    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."},
+                                        {"domain": "geography", "knowledge_corpus": "Valdoria's currency is ..."}])
+    result = cli("synthesize", rows, "--concurrency", "1", "-o", tmp_path / "qa.jsonl", "--rejects",
+                 tmp_path / "rej.jsonl", env={"ASTRA_LLM_BASE_URL": server.base_url})
+    assert result.exit_code == 0, result.output
+    assert "astra-qaenv synthesize: read 2 · wrote 1 from 1 · rejected 1 ·" in result.stderr, result.stderr
+    assert "LLM instances dropped: 2 (hop budget ×2; in --rejects)" in result.stderr
+    assert "reject reasons: all 1 instance(s) the LLM wrote were dropped (see their rejects) ×1\n" in result.stderr
+    (kept,) = read(tmp_path / "qa.jsonl")
+    assert kept["main_question"] == TWO_HOP["main_question"]
+    rejects = read(tmp_path / "rej.jsonl")  # the dropped instances are still kept there, each with its reason
+    assert sorted(r["reason"].split(":")[0] for r in rejects) == ["all 1 instance(s) the LLM wrote were dropped "
+                                                                  "(see their rejects)", "hop budget", "hop budget"]
+    assert [r["source"] for r in rejects if "source" in r] == [f"{rows}:2"]
