@@ -131,3 +131,39 @@ def test_tasks_reads_each_input_as_its_kind_naming_a_wrong_typed_field(tmp_path)
     not_a_server = write_jsonl(tmp_path / "odd.jsonl", [{"id": "x", "meta": {}}])
     result = CliRunner().invoke(main, ["tasks", str(not_a_server), "--servers", str(servers)])
     assert result.exit_code == 1 and "'name' is a required property" in result.output
+
+
+@pytest.mark.parametrize(("question", "what"), [("", "empty"), ("  \n\t ", "only whitespace")])
+def test_augment_refuses_a_task_without_a_question_as_malformed_input(tmp_path, recorded_llm, question, what):
+    """A task with an empty (or whitespace-only) question was augmented: the model was asked to rewrite nothing
+    and the task was written out. It is malformed input naming `question` (the run stops, or --skip-bad sends it
+    to --rejects before any LLM request); a valid task is still augmented. LLM replies are recorded."""
+    from astra_toolgraph.cli import main
+    from click.testing import CliRunner
+
+    good = {"id": "t-good", "server_id": "s", "question": "Which tables does my database have?", "language": "en",
+            "meta": {"provenance": []}}
+    blank = {"id": "t-blank", "server_id": "s", "question": question, "meta": {"provenance": []}}
+    inputs = write_jsonl(tmp_path / "tasks.jsonl", [good, blank])
+
+    def reply(body):  # recorded: the intent check's verdict, else the rewrite
+        if ((body.get("response_format") or {}).get("json_schema") or {}).get("name") == "intent":
+            return '{"same_intent": true, "reason": "same goal"}'
+        return "Could you list every table in my database, please?"
+
+    llm = recorded_llm(replies=[reply])
+    env = {"ASTRA_LLM_BASE_URL": llm.base_url}
+    stopped = CliRunner().invoke(main, ["augment", str(inputs), "--axes", "diversity", "--concurrency", "1"], env=env)
+    assert stopped.exit_code == 1, stopped.output
+    assert f"{inputs}:2: record 't-blank': field question: the question is {what}" in stopped.stderr
+    out, rejects = tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
+    result = CliRunner().invoke(main, ["augment", str(inputs), "--axes", "diversity", "--concurrency", "1",
+                                       "--skip-bad", "-o", str(out), "--rejects", str(rejects)], env=env)
+    assert result.exit_code == 0, result.output
+    assert "read 2 · wrote 2 from 1 · rejected 1" in result.stderr
+    original, variant = read_jsonl(out)
+    assert original["id"] == "t-good" and variant["origin"] == "augment:diversity"
+    (reject,) = read_jsonl(rejects)
+    assert reject["reason"].startswith(f"malformed: {inputs}:2: record 't-blank': field question: the question is "
+                                       f"{what}")
+    assert all(good["question"] in str(r["messages"]) for r in llm.chat_requests)  # the blank one asked nothing
