@@ -162,6 +162,26 @@ def test_invalid_output_is_rejected_not_written(tmp_path, capsysbinary):
     assert "invalid task" in read(rej)[0]["reason"]
 
 
+def test_outputs_made_and_dropped_are_counted_apart_from_the_inputs(tmp_path, capsysbinary):
+    """A stage that makes several records per input and drops some (an LLM's bad instances): they go to the
+    rejects marked derived, and read = written-from + rejected still counts input records only."""
+    inp = write_input(tmp_path / "in.jsonl", records(3))
+    rej = tmp_path / "rej.jsonl"
+
+    def make_two_keep_one(record):
+        made = [{"id": f"{record['id']}/{k}", "meta": {}, "k": k} for k in range(2)]
+        stage.drop(made[1], f"too long: {record['id']}/1 has 9 hops")
+        return made[:1]
+
+    with Stage("test", StageOptions(inputs=(inp,), rejects=str(rej))) as stage:
+        stage.run(make_two_keep_one)
+    c = stage.counts
+    assert (c.read, c.produced, c.written, c.rejected) == (3, 3, 3, 0)
+    assert [(r["id"], r["derived"]) for r in read(rej)] == [("r0/1", True), ("r1/1", True), ("r2/1", True)]
+    err = capsysbinary.readouterr().err.decode()
+    assert "rejected 0" in err and "outputs made and dropped: 3 (too long ×3; in --rejects)" in err
+
+
 def test_exceptions_become_rejects_unless_fail_fast(tmp_path, capsysbinary):
     inp = write_input(tmp_path / "in.jsonl", records(3))
 

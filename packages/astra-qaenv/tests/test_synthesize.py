@@ -101,11 +101,12 @@ def test_the_counts_give_rows_read_written_and_rejected_and_the_dropped_instance
                  tmp_path / "rej.jsonl", env={"ASTRA_LLM_BASE_URL": server.base_url})
     assert result.exit_code == 0, result.output
     assert "astra-qaenv synthesize: read 2 · wrote 1 from 1 · rejected 1 ·" in result.stderr, result.stderr
-    assert "LLM instances dropped: 2 (hop budget ×2; in --rejects)" in result.stderr
+    assert "outputs made and dropped: 2 (hop budget ×2; in --rejects)" in result.stderr
     assert "reject reasons: all 1 instance(s) the LLM wrote were dropped (see their rejects) ×1\n" in result.stderr
     (kept,) = read(tmp_path / "qa.jsonl")
     assert kept["main_question"] == TWO_HOP["main_question"]
     rejects = read(tmp_path / "rej.jsonl")  # the dropped instances are still kept there, each with its reason
+    assert sum(r.get("derived", False) for r in rejects) == 2
     assert sorted(r["reason"].split(":")[0] for r in rejects) == ["all 1 instance(s) the LLM wrote were dropped "
                                                                   "(see their rejects)", "hop budget", "hop budget"]
     assert [r["source"] for r in rejects if "source" in r] == [f"{rows}:2"]

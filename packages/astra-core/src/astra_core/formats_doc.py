@@ -31,7 +31,8 @@ Every stage command takes the same I/O options: `INPUTS...` (files, or stdin whe
 `--progress/--no-progress`, `--fail-fast`. Counts (read / wrote / rejected, with reasons) go to
 stderr when the stage ends; data never does. A **reject** line is
 `{"id", "reason", "stage", "record"}` (for an unreadable line: `{"id": null, "reason", "stage",
-"source": "FILE:LINE", "line"}`).
+"source": "FILE:LINE", "line"}`; for a record the stage made and then dropped, such as one of several
+instances an LLM wrote for one input, `"derived": true`, counted apart as "outputs made and dropped").
 """
 
 

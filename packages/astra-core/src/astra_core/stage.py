@@ -102,6 +102,7 @@ class Counts:
     rejected: int = 0
     errors: int = 0  # rejected because the stage raised an unexpected exception
     reasons: collections.Counter = field(default_factory=collections.Counter)
+    dropped: collections.Counter = field(default_factory=collections.Counter)  # made by the stage, then dropped
 
 
 def _reason_key(reason: str) -> str:
@@ -276,6 +277,10 @@ class Stage:
             text += f"\n  reject reasons: {top}"
             if self._rejects is None:
                 text += "\n  (pass --rejects FILE to keep the rejected records)"
+        if c.dropped:
+            top = ", ".join(f"{reason} ×{n}" for reason, n in c.dropped.most_common(6))
+            where = "in --rejects" if self._rejects is not None else "pass --rejects FILE to keep them"
+            text += f"\n  outputs made and dropped: {c.dropped.total()} ({top}; {where})"
         return text
 
     # -- input -----------------------------------------------------------------------------
@@ -346,6 +351,16 @@ class Stage:
             entry["source"] = where
         self._write_reject({**entry, "record": record})
         self._advance()
+
+    def drop(self, made: dict, reason: str) -> None:
+        """Drop a record the stage made, not an input record (e.g. one of several instances an LLM wrote for a
+        row), with a reason: it goes to --rejects marked `derived` and is counted apart from the inputs' rejects
+        (read = written-from + rejected stays a statement about input records)."""
+        self.counts.dropped[_reason_key(reason)] += 1
+        if self._rejects is not None:
+            entry = {"id": made.get("id"), "reason": reason, "stage": self.command, "derived": True, "record": made}
+            self._rejects.write(dumps(entry))
+            self._rejects.flush()
 
     def _write_reject(self, entry: dict) -> None:
         self.counts.rejected += 1

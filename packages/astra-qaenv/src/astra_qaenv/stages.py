@@ -9,7 +9,6 @@ The command line (`cli.py`) only declares them; `validate_instance`, `build_envi
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import io
 import shutil
@@ -60,39 +59,15 @@ ENTITY_ROW = {
 
 # -- synthesis ----------------------------------------------------------------------------------------
 
-class DroppedInstances(collections.Counter):
-    """Instances the LLM wrote that were dropped, by reason: a figure of their own in the counts on stderr."""
-
-    def __init__(self, rejects: str | None):
-        super().__init__()
-        self.rejects = rejects
-
-    def __str__(self) -> str:
-        reasons = ", ".join(f"{reason} ×{n}" for reason, n in self.most_common(6))
-        where = "in --rejects" if self.rejects else "pass --rejects FILE to keep them"
-        return f"{self.total()} ({reasons}; {where})"
-
-
-def drop_instance(stage: Stage, instance: dict, reason: str) -> None:
-    """An instance the LLM wrote goes to --rejects with its reason, but it is not an input record: the stage's
-    `rejected` count and reject reasons are the input rows', so it is counted in 'LLM instances dropped'."""
-    counts = stage.counts
-    rejected, reasons = counts.rejected, counts.reasons.copy()
-    stage.reject(instance, reason)
-    counts.rejected, counts.reasons = rejected, reasons
-    dropped = stage.stats.setdefault("LLM instances dropped", DroppedInstances(stage.options.rejects))
-    dropped[reason.split(":", 1)[0].strip()] += 1
-
-
 async def synthesize_record(row: dict, config: SynthesisConfig, llm: LLMClient, stage: Stage) -> list[dict]:
     """ASTRA knowledge rows ({domain, knowledge_corpus} or {question, domain}) -> qa_instance (LLM).
 
     Instances the LLM wrote that break the decomposition format go to --rejects one by one; the counts on stderr
-    give them apart from the rows rejected ('LLM instances dropped').
+    give them apart from the rows rejected ('outputs made and dropped').
     """
     kept, dropped = await synthesize_row(llm, row, config)
     for instance, reason in dropped:
-        drop_instance(stage, instance, reason)
+        stage.drop(instance, reason)
     if not kept:
         raise Rejected(f"all {len(dropped)} instance(s) the LLM wrote were dropped (see their rejects)")
     return kept
