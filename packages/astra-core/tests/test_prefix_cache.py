@@ -77,3 +77,42 @@ def test_the_budget_evicts_the_least_recently_used_prompts(smollm2):
 ])
 def test_common_prefix(a, b, limit, shared):
     assert _common_prefix(a, b, limit) == shared
+
+
+def reference_scores(model, tokenizer, prompt_ids, written, options):
+    """Each option's mean log-probability read from scratch: prompt + written + option in one forward."""
+    import torch
+
+    written_ids = tokenizer.encode(written, add_special_tokens=False)
+    scores = []
+    for option in options:
+        ids = tokenizer.encode(option, add_special_tokens=False)
+        full = prompt_ids + written_ids + ids
+        with torch.inference_mode():
+            logits = model(torch.tensor([full])).logits[0].float()
+        logp = torch.log_softmax(logits[len(full) - len(ids) - 1:-1], dim=-1)
+        scores.append(float(logp[torch.arange(len(ids)), torch.tensor(ids)].sum()) / len(ids))
+    return scores
+
+
+@pytest.mark.parametrize("croppable", [True, False])
+def test_the_writer_reads_what_it_wrote_once_and_scores_every_option_as_from_scratch(smollm2, croppable, monkeypatch):
+    """The guided writer keeps what it has read (prompt, then written text) and scores a choice's options in one
+    batch; a cache that cannot be cropped (sliding-window attention) is read again from the prompt's. Either
+    way the scores are those of reading prompt + written + option from scratch, for options of any length and
+    more options than one batch holds."""
+    from astra_core.local.guided import _Writer
+    from transformers import DynamicCache
+
+    model, tokenizer = smollm2
+    if not croppable:
+        monkeypatch.setattr(DynamicCache, "is_croppable", property(lambda self: False))
+    writer = _Writer(model, tokenizer, conversation(tokenizer, 2), temperature=0.0, max_tokens=64)
+    monkeypatch.setattr(writer, "OPTIONS_PER_FORWARD", 3)
+    options = ['"Kyoto"', '"Paris"', "true", '"a city with a long name, far away"', "null"]
+    for written in ('{"city": ', '{"city": "Lisbon", "sure": '):
+        writer.text = written
+        expected = reference_scores(model, tokenizer, writer.prompt_ids, written, options)
+        assert writer.scores(options) == pytest.approx(expected, abs=2e-3)
+    if croppable:  # the second read continued the first: only the new written tokens were read
+        assert writer.read_so_far.hits == 2

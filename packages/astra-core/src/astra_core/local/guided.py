@@ -19,9 +19,10 @@ each conditioned on the prompt and on what was written so far, walking the schem
 The value always has the schema's shape; its content is only as good as the model. A tool call is
 rendered in the Hermes format, so the reply parses like any other.
 
-The prompt is read once and every piece continues from its cached keys/values: a piece costs its
-own tokens, not the prompt's again, and only the last position's logits are ever materialised
-(a tool prompt of a few thousand tokens times a 49k vocabulary would otherwise take gigabytes).
+The prompt is read once and every piece continues from the cached keys/values of the prompt and of
+what was written before it: a piece costs its own tokens, not the prompt's or the written text's again;
+the options of a choice are scored in one batch; only the last position's logits of a read are ever
+materialised (a tool prompt of a few thousand tokens times a 49k vocabulary would otherwise take gigabytes).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class _Writer:
 
     MAX_ITEMS = 4
     MAX_STRING_TOKENS = 48
+    OPTIONS_PER_FORWARD = 16  # the options of a choice scored in one batch (its logits: rows x tokens x vocabulary)
 
     def __init__(self, model, tokenizer, prompt_text: str, temperature: float, max_tokens: int, *,
                  only_required: bool = False, prefix_cache: PrefixCache | None = None):
@@ -62,30 +64,66 @@ class _Writer:
         self.prompt_ids = tokenizer.encode(prompt_text, add_special_tokens=False)
         self.prompt_cache, self.prompt_next_logits = (prefix_cache or PrefixCache(model, max_tokens=0)).prefill(
             self.prompt_ids)
+        # What this reply has read so far (the prompt, then what was written): a piece reads only its new tokens.
+        self.read_so_far = PrefixCache(model, max_tokens=1 << 30, max_entries=2)
+        self.read_so_far.remember(self.prompt_ids, self.prompt_cache)
 
     def _written_ids(self, extra: str = "") -> list[int]:
         text = self.text + extra
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
     # -- the two primitives ----------------------------------------------------------------------
+    def _read(self, ids: list[int]):
+        """(a KV cache holding `ids`, the logits after them): `ids` extend the prompt; only the tokens not read
+        before are read (a cache that cannot be cut back to a shared prefix, e.g. sliding-window attention,
+        is read again from the prompt's)."""
+        import torch
+
+        if getattr(self.prompt_cache, "is_croppable", False):
+            return self.read_so_far.prefill(ids)
+        if ids == self.prompt_ids:
+            return copy.deepcopy(self.prompt_cache), self.prompt_next_logits
+        start = len(self.prompt_ids) if ids[:len(self.prompt_ids)] == self.prompt_ids else 0
+        cache = copy.deepcopy(self.prompt_cache) if start else None
+        with torch.inference_mode():
+            out = self.model(torch.tensor([ids[start:]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.past_key_values, out.logits[0, -1].float()
+
     def choose(self, options: list[str]) -> str:
         """The likeliest option to write next (by mean token log-probability), or one sampled by it."""
         import torch
 
-        written = self._written_ids()
-        scores = []
-        for option in options:
-            tokens = self.tokenizer.encode(option, add_special_tokens=False)
-            with torch.inference_mode():
-                logits = self.model(torch.tensor([written + tokens]), past_key_values=copy.deepcopy(self.prompt_cache),
-                                    use_cache=True).logits[0].float()
-            predicted = torch.log_softmax(torch.cat([self.prompt_next_logits[None], logits[:-1]]), dim=-1)
-            positions = torch.arange(len(written), len(written) + len(tokens))
-            scores.append(float(predicted[positions, torch.tensor(tokens)].sum()) / len(tokens))
-        scores = torch.tensor(scores)
+        scores = torch.tensor(self.scores(options))
         if self.temperature <= 0:
             return options[int(scores.argmax())]
         return options[int(torch.multinomial(torch.softmax(scores / self.temperature, dim=0), 1))]
+
+    def scores(self, options: list[str]) -> list[float]:
+        """Each option's mean token log-probability as the next text after what is written."""
+        cache, next_logits = self._read(self.prompt_ids + self._written_ids())
+        tokens = [self.tokenizer.encode(option, add_special_tokens=False) for option in options]
+        scores = []
+        for start in range(0, len(tokens), self.OPTIONS_PER_FORWARD):
+            chunk = tokens[start:start + self.OPTIONS_PER_FORWARD]
+            last = start + len(chunk) == len(tokens)
+            scores += self._chunk_scores(chunk, cache if last else copy.deepcopy(cache), next_logits)
+        return scores
+
+    def _chunk_scores(self, tokens: list[list[int]], cache, next_logits) -> list[float]:
+        """One forward for several options: each row continues the same cache (repeated per row); a shorter
+        option is padded at its end, where none of its real tokens can attend (causal), and the padding's own
+        scores are never read."""
+        import torch
+
+        width = max(map(len, tokens))
+        batch = torch.tensor([ids + [ids[-1]] * (width - len(ids)) for ids in tokens])
+        cache.batch_repeat_interleave(len(tokens))
+        with torch.inference_mode():
+            logits = self.model(batch, past_key_values=cache, use_cache=True).logits.float()
+        first = next_logits.expand(len(tokens), 1, -1)
+        predicted = torch.log_softmax(torch.cat([first, logits[:, :-1]], dim=1), dim=-1)
+        return [float(predicted[row, torch.arange(len(ids)), torch.tensor(ids)].sum()) / len(ids)
+                for row, ids in enumerate(tokens)]
 
     def generate(self, stops: tuple[str, ...], limit: int, extra: str = "") -> str:
         """Free text after what is written (+ `extra`), up to the first stop string (not included)."""
@@ -96,13 +134,14 @@ class _Writer:
         if limit <= 0:
             return ""
         ids = self.prompt_ids + self._written_ids(extra)
+        cache, _ = self._read(ids[:-1])  # generate reads the last token itself
         kwargs = {"do_sample": self.temperature > 0}
         if self.temperature > 0:
             kwargs["temperature"] = self.temperature
         criteria = StoppingCriteriaList([_stop_when_text_has(self.tokenizer, len(ids), stops)])
         with torch.inference_mode():
             out = self.model.generate(torch.tensor([ids]), max_new_tokens=limit, stopping_criteria=criteria,
-                                      past_key_values=copy.deepcopy(self.prompt_cache),  # generate extends it
+                                      past_key_values=cache,  # generate extends it
                                       pad_token_id=self.tokenizer.pad_token_id, **kwargs)
         new = out[0, len(ids):]
         self.budget -= max(1, len(new))

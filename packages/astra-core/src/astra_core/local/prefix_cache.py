@@ -31,7 +31,7 @@ class PrefixCache:
         with torch.inference_mode():
             out = self.model(torch.tensor([ids[reused:]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
         self.read_tokens += len(ids) - reused
-        self._remember(ids, out.past_key_values)
+        self.remember(ids, out.past_key_values)
         return copy.deepcopy(out.past_key_values), out.logits[0, -1].float()
 
     def _longest_prefix(self, ids: list[int]):
@@ -52,7 +52,8 @@ class PrefixCache:
         self.reused_tokens += best
         return best, cache
 
-    def _remember(self, ids: list[int], cache) -> None:
+    def remember(self, ids: list[int], cache) -> None:
+        """Keep `cache` (holding `ids`; the cache's own, not a copy) for later prompts that extend it."""
         if not getattr(cache, "is_croppable", False) or len(ids) > self.max_tokens:
             return  # sliding-window or recurrent caches cannot be cut back to a shared prefix
         key = tuple(ids)
