@@ -50,16 +50,14 @@ astra-toolgraph evolve rollout "$E/agent_tasks.jsonl" --domains "$E/domain.jsonl
 astra-toolgraph evolve verify --seed 0 "$E/agent_rollouts.jsonl" --tasks "$E/agent_tasks.jsonl" --plans "$E/agent_plan.jsonl" \
   --domains "$E/domain.jsonl" --verify-calls 1 --agent-max-tokens 64 -o "$E/agent_trajectories.jsonl"
 
-# 3. The two hand-written seed tasks made checkable (expected actions replayed -> expected state), rolled out with the
-#    user simulator and scored by the state checker alone; their user side as user-model SFT data.
+# 3. The two hand-written seed tasks made checkable by the checker alone (expected actions replayed -> expected state),
+#    their rollouts of 2c (the same tasks, played greedily) scored by the state checker alone; their user side as
+#    user-model SFT data.
 astra-toolgraph evolve sample-domain --what plan > "$E/seed_plan.jsonl"
 astra-toolgraph evolve sample-domain --what tasks > "$E/seed_tasks.jsonl"
 astra-toolgraph evolve verify-tasks "$E/seed_tasks.jsonl" --plans "$E/seed_plan.jsonl" --domains "$E/domain.jsonl" --no-judge-tasks \
   -o "$E/seed_verified.jsonl"
-astra-toolgraph evolve rollout "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" --tool-choice first-required \
-  --user-opening question --temperature 0 --max-turns 2 --max-user-turns 1 --assistant-max-tokens 48 --user-max-tokens 24 \
-  -o "$E/seed_trajectories.jsonl"
-astra-toolgraph evolve verify "$E/seed_trajectories.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
+astra-toolgraph evolve verify "$E/agent_rollouts.jsonl" --tasks "$E/seed_verified.jsonl" --plans "$E/seed_plan.jsonl" \
   --no-judge-trajectories -o "$E/seed_verified_trajectories.jsonl"
 # The user model's SFT data: accepted (SUCCESS) trajectories only; the others go to the rejects with their verdict.
 # The tiny model's own conversations rarely pass their checks, so tau2 retail tasks played right join them: the
