@@ -16,12 +16,17 @@ ONE_HOP = {"scenario_type": "Single-Hop", "main_question": "What is the currency
                 "dependency": None, "sub_answer": "valdor"}]}
 
 
+def synthesize_one_row(tmp_path, cli, server):
+    """`astra-qaenv synthesize` of one knowledge row against a recorded-reply server; out in qa.jsonl, rej.jsonl."""
+    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."}])
+    return cli("synthesize", rows, "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl",
+               env={"ASTRA_LLM_BASE_URL": server.base_url})
+
+
 def test_unconditional_keeps_in_budget_instances_and_rejects_the_rest(tmp_path, cli, recorded_llm):
     # Recorded reply: the model wrote two instances, one outside the hop budget 2-4.
     server = recorded_llm(replies=[json.dumps([TWO_HOP, ONE_HOP])])
-    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."}])
-    result = cli("synthesize", rows, "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl",
-                 env={"ASTRA_LLM_BASE_URL": server.base_url})
+    result = synthesize_one_row(tmp_path, cli, server)
     assert result.exit_code == 0, result.output
     (kept,) = read(tmp_path / "qa.jsonl")
     assert kept["decomposition_trace"][1]["sub_answer"] == "3291200"  # answers become strings
@@ -78,9 +83,7 @@ def test_an_instance_whose_dependency_names_a_missing_sub_question_is_rejected_w
     dangling["main_question"] = "What is the area of the capital of Valdoria?"
     dangling["decomposition_trace"][1]["dependency"] = [7]
     server = recorded_llm(replies=[json.dumps([TWO_HOP, dangling])])
-    rows = write(tmp_path / "k.jsonl", [{"domain": "geography", "knowledge_corpus": "Valdoria's capital is ..."}])
-    result = cli("synthesize", rows, "-o", tmp_path / "qa.jsonl", "--rejects", tmp_path / "rej.jsonl",
-                 env={"ASTRA_LLM_BASE_URL": server.base_url})
+    result = synthesize_one_row(tmp_path, cli, server)
     assert result.exit_code == 0, result.output
     (kept,) = read(tmp_path / "qa.jsonl")
     assert kept["main_question"] == TWO_HOP["main_question"]
