@@ -167,3 +167,38 @@ def test_tagged_unions_are_recognised_and_refs_followed():
     assert _tagged_union({"anyOf": [{"type": "number"}, {"type": "null"}]}) is None
     same = {"anyOf": [action(WEATHER), action(WEATHER)]}
     assert _tagged_union(same) is None  # one distinct tag per alternative, or no choice to make
+
+
+def test_a_client_that_gives_up_before_the_reply_is_no_traceback_and_the_server_keeps_serving(capsys):
+    """A stand-in service (control flow only: the reply takes 0.5 s, no model) behind the real HTTP handler: the
+    client closes its socket before the reply (as a client's timeout does); answering it raised BrokenPipeError
+    twice and printed both tracebacks into the demo's log."""
+    import socket
+    import threading
+    import time
+    from http.server import ThreadingHTTPServer
+
+    from astra_core.local.server import make_handler
+
+    class SlowService:
+        model_name = "slow"
+
+        def complete(self, body):
+            time.sleep(0.5)
+            return {"id": "x", "object": "chat.completion", "choices": []}
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(SlowService()))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host, port = server.server_address
+        request = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+        with socket.create_connection((host, port)) as client:
+            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: %d\r\n\r\n" % len(request) + request)
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        time.sleep(1.0)  # the reply is written to a closed socket
+        reply = httpx.post(f"http://{host}:{port}/v1/chat/completions", json={"messages": []}, timeout=10)
+        assert reply.status_code == 200 and reply.json()["id"] == "x"
+    finally:
+        server.shutdown()
+    assert "Traceback" not in capsys.readouterr().err

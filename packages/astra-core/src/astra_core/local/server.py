@@ -136,8 +136,11 @@ def make_handler(service: ChatService):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except ConnectionError:  # the client gave up (its timeout) while the reply was made: no one to tell
+                self.close_connection = True
 
         def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
             self._send(status, {"error": {"message": message, "type": kind}})
