@@ -4,8 +4,9 @@ import orjson
 import pytest
 from astra_core import KINDS, RecordError, dumps, validate
 from astra_core.formats_doc import example as example_of
+from astra_core.invariants import unknown_dependencies
 from astra_core.jsonl import parse_line
-from astra_core.schema import errors, schema
+from astra_core.schema import errors, is_valid, schema
 from core_strategies import record
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,6 +78,69 @@ def test_qa_instance_uses_astra_field_names():
     del broken["decomposition_trace"][0]["sub_answer"]
     with pytest.raises(RecordError, match="sub_answer"):
         validate(broken, "qa_instance")
+
+
+def two_hops(first_dependency, second_dependency, *, second_uuid=2) -> dict:
+    step = {"hop_level": 1, "sub_question": "a?", "is_parallel": False, "sub_answer": "a"}
+    return {"id": "q2", "meta": {}, "main_question": "?", "final_answer": "!", "decomposition_trace": [
+        {**step, "_uuid": 1, **first_dependency}, {**step, "_uuid": second_uuid, **second_dependency}]}
+
+
+@pytest.mark.parametrize("dependencies", [
+    ({"dependency": None}, {"dependency": [1]}),
+    ({"dependency": None}, {"dependency": ["1"]}),  # LLMs write ids as 1 or "1": the same id
+    ({"dependency": None}, {"dependency": []}),  # null and empty depend on nothing
+])
+def test_a_trace_whose_dependencies_resolve_is_a_valid_qa_instance(dependencies):
+    record = two_hops(*dependencies)
+    assert validate(record, "qa_instance") is record
+    assert is_valid(record, "qa_instance") and errors(record, "qa_instance") == []
+
+
+def test_a_missing_dependency_depends_on_nothing():
+    """The schema requires the field; the check itself reads a missing one as none (astra-qaenv synthesize runs
+    it on what an LLM wrote, before any schema)."""
+    assert list(unknown_dependencies(two_hops({}, {}))) == []
+
+
+def test_a_dependency_on_a_sub_question_the_trace_does_not_have_breaks_the_qa_instance_kind():
+    """No schema can say it (a reference across fields): an invariant of the kind, checked by validate,
+    errors and is_valid, naming the field, the missing id and the ids the trace has."""
+    record = two_hops({"dependency": None}, {"dependency": [1, 7]}, second_uuid="b")
+    with pytest.raises(RecordError) as info:
+        validate(record, "qa_instance")
+    assert info.value.record_id == "q2" and info.value.field == "decomposition_trace[1].dependency"
+    assert info.value.message == ("sub-question 'b' depends on 7, which no sub-question of the decomposition has "
+                                  "(its _uuid values: 1, 'b')")
+    assert not is_valid(record, "qa_instance")
+    assert [(e.field, e.message) for e in errors(record, "qa_instance")] == [(info.value.field, info.value.message)]
+    assert is_valid(record, {"type": "object"})  # a schema that is not the kind's has no invariant
+
+
+def test_an_input_schema_extending_qa_instance_keeps_its_invariant():
+    """A stage reading a qa_instance with typed extra fields (astra-qaenv build-env) reads it as the kind."""
+    extended = {"title": "qa_instance", "allOf": [{"$ref": "https://astra-toolkit.dev/schemas/qa_instance.json"}],
+                "properties": {"note": {"type": "string"}}}
+    with pytest.raises(RecordError, match="depends on 7") as info:
+        validate(two_hops({"dependency": None}, {"dependency": [7]}), extended)
+    assert info.value.field == "decomposition_trace[1].dependency"
+
+
+def test_the_qa_instance_invariant_is_checked_only_on_a_record_the_schema_accepts():
+    """The schema's error is the one reported; the invariant never reads a malformed trace (no KeyError)."""
+    record = two_hops({"dependency": None}, {"dependency": [7]})
+    del record["decomposition_trace"][0]["_uuid"]
+    with pytest.raises(RecordError, match="'_uuid' is a required property"):
+        validate(record, "qa_instance")
+    assert [e.field for e in errors(record, "qa_instance")] == ["decomposition_trace[0]"]
+
+
+def test_a_line_breaking_the_invariant_is_malformed_naming_file_line_and_field():
+    raw = dumps(two_hops({"dependency": None}, {"dependency": [7]}))
+    with pytest.raises(RecordError) as info:
+        parse_line("qa.jsonl", 3, raw, "qa_instance")
+    assert str(info.value).startswith("qa.jsonl:3: record 'q2': field decomposition_trace[1].dependency: not a valid "
+                                      "qa_instance: sub-question 2 depends on 7")
 
 
 def test_unknown_kind_is_a_clear_error():

@@ -192,8 +192,9 @@ def test_a_dependency_on_a_missing_sub_question_is_malformed_input_to_build_env(
     no_llm = ("--base-url", "http://127.0.0.1:9/v1", "--model", "x")  # lookups only: no LLM is asked
     stopped = cli("build-env", inputs, *no_llm, "--sandbox-pool-size", "1", "-o", tmp_path / "envs.jsonl")
     assert stopped.exit_code == 1, stopped.stderr
-    assert (f"{inputs}:2: record '{bad['id']}': field decomposition_trace[{last}].dependency: sub-question "
-            f"{bad['decomposition_trace'][last]['_uuid']!r} depends on 'no-such-step'") in stopped.stderr
+    assert (f"{inputs}:2: record '{bad['id']}': field decomposition_trace[{last}].dependency: not a valid "
+            f"qa_instance: sub-question {bad['decomposition_trace'][last]['_uuid']!r} depends on 'no-such-step'"
+            ) in stopped.stderr
     skipped = cli("build-env", inputs, *no_llm, "--sandbox-pool-size", "1", "--skip-bad", "-o", tmp_path / "envs.jsonl",
                   "--rejects", tmp_path / "rejects.jsonl")
     assert skipped.exit_code == 0, skipped.stderr

@@ -83,8 +83,8 @@ def test_a_dependency_on_a_missing_sub_question_is_malformed_input_naming_the_fi
     path = write(tmp_path / "in.jsonl", [good, dangling])
     stopped = cli("validate", path, "--no-judge", "-o", tmp_path / "out.jsonl")
     assert stopped.exit_code == 1
-    assert (f"{path}:2: record '{dangling['id']}': field decomposition_trace[2].dependency: sub-question 3 "
-            "depends on 9, which no sub-question") in stopped.stderr, stopped.stderr
+    assert (f"{path}:2: record '{dangling['id']}': field decomposition_trace[2].dependency: not a valid "
+            "qa_instance: sub-question 3 depends on 9, which no sub-question") in stopped.stderr, stopped.stderr
     kept, rejected = run_validate(cli, tmp_path, [good, dangling], "--skip-bad")
     assert [k["id"] for k in kept] == [good["id"]]
     assert "field decomposition_trace[2].dependency" in rejected[dangling["id"]]

@@ -84,6 +84,30 @@ def test_judge_qa_command(recorded_llm, tmp_path):
     validate(records[0], "qa_instance")
 
 
+def test_judge_qa_refuses_a_dependency_on_a_missing_sub_question_before_judging(recorded_llm, tmp_path):
+    """A decomposition whose dependency names a sub-question it does not have breaks the qa_instance kind
+    (astra_core.invariants): with --skip-bad it goes to --rejects naming line and field, and no judge is asked
+    about it; the valid instance beside it is scored. Judge replies are recorded."""
+    def items(body):
+        return json.dumps({"items": [{"id": i, "score": 1} for i in (1, 2)]})
+    server = recorded_llm(replies=[router({"qa_dependency_consistency": items, "qa_atomicity": items,
+                                           "qa_sequential_rationality": items, "qa_task_completeness": score(1)})])
+    good = json.loads((DATA / "qa_instances.jsonl").read_text().splitlines()[0])
+    dangling = {**json.loads(json.dumps(good)), "id": "qa-dangling", "main_question": "How tall is Mount Valdor?"}
+    dangling["decomposition_trace"][1]["dependency"] = [7]
+    inputs, rejects = tmp_path / "qa.jsonl", tmp_path / "rejects.jsonl"
+    inputs.write_text(json.dumps(dangling) + "\n" + json.dumps(good) + "\n")
+    result, records = invoke(server, "judge-qa", inputs, "--skip-bad", "--rejects", rejects)
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in records] == [good["id"]]
+    (rejected,) = read(rejects)
+    assert rejected["id"] == "qa-dangling" and rejected["source"] == f"{inputs}:1"
+    assert rejected["reason"].startswith(f"malformed: {inputs}:1: record 'qa-dangling': field "
+                                         "decomposition_trace[1].dependency: not a valid qa_instance: sub-question 2 "
+                                         "depends on 7, which no sub-question of the decomposition has")
+    assert server.chat_requests and not any("Valdor" in json.dumps(body) for body in server.chat_requests)
+
+
 def test_judge_task_thresholds_and_servers(recorded_llm, tmp_path):
     def ratings(body):
         trivial = "2 + 2" in body["messages"][1]["content"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
+from astra_core import invariants
 from astra_core.records import KINDS
 from astra_core.schema import _schema_text, schema
 
@@ -60,6 +61,14 @@ def _table(properties: dict, required: list[str]) -> list[str]:
     return rows
 
 
+def _invariants(kind: str) -> list[str]:
+    rules = [f"- {invariant.rule}" for invariant in invariants.of(kind)]
+    if not rules:
+        return []
+    return ["", "Beyond the schema (checked with it wherever a record is read or written as this kind; "
+            "`astra_core.invariants`):", "", *rules]
+
+
 def example(kind: str) -> dict:
     return json.loads((files("astra_core") / "schemas" / "examples" / f"{kind}.json").read_text())
 
@@ -71,6 +80,7 @@ def render() -> str:
         spec = schema(kind)
         lines += ["", f"## {kind}", "", f"**{spec['title']}.** {spec['description']}", ""]
         lines += _table(spec["properties"], spec["required"])
+        lines += _invariants(kind)
         lines += ["", "Example (one line in a file; shown indented):", "", "```json",
                   json.dumps(example(kind), indent=2, ensure_ascii=False), "```"]
     common = _schema_text("common")["$defs"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -14,9 +15,12 @@ if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from referencing import Registry
 
+from astra_core import invariants
+from astra_core.invariants import Invariant
 from astra_core.records import KINDS
 
 _BASE = "https://astra-toolkit.dev/schemas/"
+_KIND_OF_REF = {_BASE + f"{kind}.json": kind for kind in KINDS}
 
 
 class RecordError(ValueError):
@@ -70,10 +74,12 @@ def _fast_registry() -> jsonschema_rs.Registry:
 @dataclass
 class _Validators:
     """A schema's two validators: jsonschema-rs says quickly whether a record is valid (every record goes
-    through it); jsonschema, loaded when a record is invalid, explains it (best_match picks the error)."""
+    through it); jsonschema, loaded when a record is invalid, explains it (best_match picks the error).
+    Then the invariants of the kind (astra_core.invariants), which no schema can express."""
 
     schema: dict
     fast: jsonschema_rs.Validator
+    invariants: tuple[Invariant, ...] = ()
     _explain: Draft202012Validator | None = None
 
     @property
@@ -85,13 +91,20 @@ class _Validators:
         return self._explain
 
 
-def _build(schema_: dict) -> _Validators:
-    return _Validators(schema_, jsonschema_rs.validator_for(schema_, registry=_fast_registry()))
+def _build(schema_: dict, kind_invariants: tuple[Invariant, ...]) -> _Validators:
+    return _Validators(schema_, jsonschema_rs.validator_for(schema_, registry=_fast_registry()), kind_invariants)
 
 
 @cache
 def _kind_validators(kind: str) -> _Validators:
-    return _build(schema(kind))
+    return _build(schema(kind), invariants.of(kind))
+
+
+def _extended_kinds(schema_: dict) -> list[str]:
+    """The kinds a stage's input schema requires a record to be (its `$ref`, or a `$ref` of its `allOf`, e.g. a
+    qa_instance with typed extra fields): their invariants hold for it too."""
+    parts = [schema_, *(part for part in schema_.get("allOf", ()) if isinstance(part, dict))]
+    return [_KIND_OF_REF[part["$ref"]] for part in parts if part.get("$ref") in _KIND_OF_REF]
 
 
 _schema_validators: dict[int, tuple[dict, _Validators]] = {}
@@ -103,7 +116,8 @@ def _validators(kind: str | dict) -> _Validators:
         return _kind_validators(kind)
     held = _schema_validators.get(id(kind))
     if held is None or held[0] is not kind:
-        held = _schema_validators[id(kind)] = (kind, _build(kind))
+        extended = tuple(invariant for name in _extended_kinds(kind) for invariant in invariants.of(name))
+        held = _schema_validators[id(kind)] = (kind, _build(kind, extended))
     return held[1]
 
 
@@ -120,28 +134,43 @@ def field_path(path) -> str:
     return out or "(record)"
 
 
-def errors(record: object, kind: str | dict) -> list[RecordError]:
-    """All contract violations of `record` as `kind` (empty when valid)."""
+def _record_id(record: object) -> str | None:
     rid = record.get("id") if isinstance(record, dict) else None
-    return [RecordError(e.message, record_id=rid if isinstance(rid, str) else None, field=field_path(e.absolute_path))
-            for e in _validators(kind).explain.iter_errors(record)]
+    return rid if isinstance(rid, str) else None
+
+
+def _broken_invariants(record: object, validators: _Validators) -> Iterator[RecordError]:
+    """The kind's invariants `record` breaks (run only on a record its schema accepts)."""
+    for invariant in validators.invariants:
+        for field, message in invariant.check(record):  # type: ignore[arg-type]
+            yield RecordError(message, record_id=_record_id(record), field=field)
+
+
+def errors(record: object, kind: str | dict) -> list[RecordError]:
+    """All contract violations of `record` as `kind` (empty when valid): the schema's, else the invariants'."""
+    validators = _validators(kind)
+    found = [RecordError(e.message, record_id=_record_id(record), field=field_path(e.absolute_path))
+             for e in validators.explain.iter_errors(record)]
+    return found or list(_broken_invariants(record, validators))
 
 
 def is_valid(record: object, kind: str | dict) -> bool:
     """Whether `record` is a valid `kind`, quickly (no explanation)."""
-    return _validators(kind).fast.is_valid(record)
+    validators = _validators(kind)
+    return validators.fast.is_valid(record) and next(_broken_invariants(record, validators), None) is None
 
 
 def validate(record: object, kind: str | dict) -> dict:
     """Return `record` if it is a valid `kind` (a record kind or a JSON schema), else raise the most
     relevant RecordError."""
     validators = _validators(kind)
-    if validators.fast.is_valid(record):
-        return record  # type: ignore[return-value]
-    from jsonschema.exceptions import best_match
+    if not validators.fast.is_valid(record):
+        from jsonschema.exceptions import best_match
 
-    error = best_match(validators.explain.iter_errors(record))
-    if error is None:  # the two validators disagree: trust the reference implementation
-        return record  # type: ignore[return-value]
-    rid = record.get("id") if isinstance(record, dict) else None
-    raise RecordError(error.message, record_id=rid if isinstance(rid, str) else None, field=field_path(error.absolute_path))
+        error = best_match(validators.explain.iter_errors(record))
+        if error is not None:  # else the two validators disagree: trust the reference implementation
+            raise RecordError(error.message, record_id=_record_id(record), field=field_path(error.absolute_path))
+    if validators.invariants:  # most kinds have none: no generator on their path
+        for broken in _broken_invariants(record, validators):
+            raise broken
+    return record  # type: ignore[return-value]

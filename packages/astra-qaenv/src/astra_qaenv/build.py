@@ -21,7 +21,7 @@ from astra_core.stage import Rejected
 from astra_qaenv.compose import calls_of, compose_module, unique_names
 from astra_qaenv.envsynth import EnvSynthConfig, SubEnvFailed, synthesize_subenv
 from astra_qaenv.lookup import render_lookup
-from astra_qaenv.trace import check_dependencies, step_id
+from astra_qaenv.trace import step_id
 from astra_qaenv.verify import Verifier, all_ok, failures
 
 
@@ -94,10 +94,8 @@ async def build_environment(instance: dict, llm: LLMClient | None, verifier: Ver
     """Validated qa_instance -> environment whose every tool call is verified in the sandbox.
 
     A sub-environment (tool + code) per sub-question that needs a tool, composed into one module; every
-    call must return its sub-answer. A dependency on a sub-question the decomposition does not have is
-    malformed input."""
+    call must return its sub-answer."""
     trace = instance["decomposition_trace"]
-    check_dependencies(trace)
     unvalidated = [step_id(s) for s in trace if not isinstance(s.get("needs_tool"), bool)]
     if unvalidated:
         raise Rejected(f"not validated: sub-question(s) {', '.join(unvalidated)} have no needs_tool flag "

@@ -12,12 +12,13 @@ import json
 from dataclasses import dataclass
 
 from astra_core.config import check, knob
+from astra_core.invariants import unknown_dependencies
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected
 
 from astra_qaenv import prompts
-from astra_qaenv.trace import depth, structural_problems, unknown_dependencies, unknown_dependency_text
+from astra_qaenv.trace import depth, structural_problems
 
 
 @dataclass
@@ -73,14 +74,10 @@ def normalize_instance(raw: dict) -> dict:
 
 def dependency_problem(instance: dict) -> str | None:
     """Why an instance the LLM wrote cannot be read further: a dependency naming a sub-question it does not have
-    (as input to `validate` or `build-env` that is malformed; here the LLM wrote it, so it is a reject)."""
-    trace = instance["decomposition_trace"]
-    unknown = unknown_dependencies(trace)
-    if not unknown:
-        return None
-    return "unknown dependency: " + "; ".join(
-        f"decomposition_trace[{position}].dependency: {unknown_dependency_text(trace, position, missing)}"
-        for position, missing in unknown)
+    (it breaks the qa_instance kind, so as input to any stage it is malformed; here the LLM wrote it, so the
+    instance is dropped)."""
+    broken = [f"{field}: {message}" for field, message in unknown_dependencies(instance)]
+    return "unknown dependency: " + "; ".join(broken) if broken else None
 
 
 def budget_problem(instance: dict, config: SynthesisConfig) -> str | None:

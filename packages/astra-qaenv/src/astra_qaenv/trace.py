@@ -3,14 +3,13 @@
 A trace is a list of steps `{_uuid, hop_level, sub_question, is_parallel, dependency, sub_answer}`
 (plus `needs_tool` once validated). These helpers read the DAG the `dependency` lists define:
 structural problems, depth (hop levels), leaves, the scenario type the structure implies, and
-which steps can run in parallel.
+which steps can run in parallel. That every dependency names a sub-question of the trace is an invariant of the
+qa_instance kind (`astra_core.invariants`), checked wherever a record is read as one.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-
-from astra_core.stage import Malformed
 
 SCENARIOS = ("Single-Hop", "Parallel Single-Hop", "Multi-Hop", "Parallel Multi-Hop")
 
@@ -23,37 +22,6 @@ def dependencies(step: dict) -> list:
 def _key(uuid) -> str:
     # LLMs write ids as 1 or "1" interchangeably; compare them as text.
     return str(uuid)
-
-
-def unknown_dependencies(trace: list[dict]) -> list[tuple[int, list]]:
-    """(position, the ids it names that no step of the trace has) of every step whose dependency names a
-    sub-question the trace does not have (empty when every dependency resolves)."""
-    ids = {_key(s["_uuid"]) for s in trace}
-    out = []
-    for i, step in enumerate(trace):
-        missing = [dep for dep in dependencies(step) if _key(dep) not in ids]
-        if missing:
-            out.append((i, missing))
-    return out
-
-
-def unknown_dependency_text(trace: list[dict], position: int, missing: list) -> str:
-    names = ", ".join(repr(dep) for dep in missing)
-    have = ", ".join(repr(s["_uuid"]) for s in trace)
-    return (f"sub-question {trace[position]['_uuid']!r} depends on {names}, which no sub-question of the decomposition "
-            f"has (its _uuid values: {have})")
-
-
-def check_dependencies(trace: list[dict]) -> None:
-    """Malformed, naming the field (`decomposition_trace[2].dependency`) and the missing id, when a dependency
-    names a sub-question the trace does not have: a reference no schema can check, so bad input to a stage that
-    reads a qa_instance (`validate`, `build-env`). Where the LLM wrote the trace (`synthesize`), the instance is
-    a reject instead (`unknown_dependencies`)."""
-    unknown = unknown_dependencies(trace)
-    if unknown:
-        position, missing = unknown[0]
-        raise Malformed(unknown_dependency_text(trace, position, missing),
-                        field=f"decomposition_trace[{position}].dependency")
 
 
 def structural_problems(trace: list[dict], *, optional_levels: bool = False) -> list[str]:

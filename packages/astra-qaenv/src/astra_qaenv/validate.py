@@ -1,7 +1,8 @@
 """Quality validation of Q–A instances (paper §2.2.2).
 
-A dependency naming a sub-question the decomposition does not have is malformed input (it stops the run
-naming the field, or goes to --rejects with --skip-bad). Then, in order, each a reason to drop an instance:
+A dependency naming a sub-question the decomposition does not have breaks the qa_instance kind
+(`astra_core.invariants`): the input is malformed (it stops the run naming the field, or goes to --rejects with
+--skip-bad). Then, in order, each a reason to drop an instance:
 1. structure: unique ids, dependencies that reference earlier ids, no cycles, hop levels that match
    the DAG (the scenario type is then set from the structure);
 2. tool necessity per sub-question (LLM, or the `needs_tool` flags already present): a sub-question
@@ -19,7 +20,7 @@ from astra_core.stage import Rejected
 from astra_reward.judges import judge_qa
 
 from astra_qaenv import prompts
-from astra_qaenv.trace import check_dependencies, dependents, scenario_of, step_id, structural_problems
+from astra_qaenv.trace import dependents, scenario_of, step_id, structural_problems
 
 
 @dataclass
@@ -88,9 +89,7 @@ def given_necessity(instance: dict) -> bool:
 async def validate_instance(instance: dict, llm: LLMClient | None, config: ValidationConfig) -> dict:
     """qa_instance -> qa_instance with needs_tool and scores (structure, tool necessity, quality).
 
-    A record that fails a check is rejected with the reason; a dependency on a sub-question the decomposition
-    does not have is malformed input."""
-    check_dependencies(instance["decomposition_trace"])
+    A record that fails a check is rejected with the reason."""
     check_structure(instance)
     mode = config.necessity
     if mode == "auto":
