@@ -6,6 +6,7 @@ in-process through click.
 
 import json
 
+import pytest
 from astra_core.schema import validate
 from astra_reward.bundled import data_path
 from astra_reward.cli import main
@@ -132,3 +133,25 @@ def test_judge_task_thresholds_and_servers(recorded_llm, tmp_path):
     single.write_text(json.dumps(task) + "\n")
     invoke(server, "judge-task", single, "--servers", DATA / "servers.jsonl", "--rejects", rejects)
     assert read(rejects)[0]["reason"] == "no server: 'elsewhere' is not in --servers"
+
+
+@pytest.mark.parametrize(("question", "what"), [("", "empty"), ("  \n\t ", "only whitespace")])
+def test_judge_task_refuses_a_task_without_a_question_as_malformed_input(recorded_llm, tmp_path, question, what):
+    """A blank question was judged (LLM calls spent rating nothing). It is malformed input naming `question`, as in
+    astra-toolgraph augment: with --skip-bad it goes to --rejects naming line and field before any judge request;
+    the valid task beside it is judged. Judge replies are recorded."""
+    ratings = json.dumps({name: {"score": 5} for name in ("question_quality", "scenario_realism", "tool_necessity")})
+    server = recorded_llm(replies=[ratings])
+    good = json.loads((DATA / "tasks.jsonl").read_text().splitlines()[0])
+    inputs, rejects = tmp_path / "tasks.jsonl", tmp_path / "rejects.jsonl"
+    inputs.write_text(json.dumps({**good, "id": "t-blank", "question": question}) + "\n" + json.dumps(good) + "\n")
+    result, records = invoke(server, "judge-task", inputs, "--servers", DATA / "servers.jsonl", "--concurrency", "1",
+                             "--skip-bad", "--rejects", rejects)
+    assert result.exit_code == 0, result.output
+    assert "read 2 · wrote 1 from 1 · rejected 1" in result.stderr
+    assert [r["id"] for r in records] == [good["id"]]
+    (rejected,) = read(rejects)
+    assert rejected["id"] == "t-blank" and rejected["source"] == f"{inputs}:1"
+    assert rejected["reason"].startswith(f"malformed: {inputs}:1: record 't-blank': field question: the question is "
+                                         f"{what}")
+    assert len(server.chat_requests) == 1 and good["question"] in server.chat_requests[0]["messages"][1]["content"]

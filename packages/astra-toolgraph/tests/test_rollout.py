@@ -142,3 +142,35 @@ def test_a_doc_only_rollout_records_injected_failures(sample_servers, recorded_l
     assert execution["backend"] == "emulator" and execution["injected_failure"] and not execution["ok"]
     assert failed["messages"][3]["content"].startswith("Error: ")
     assert failed["meta"]["rollout"]["emulator"] == {"failure_rate": 1.0, "seed": 0}
+
+
+@pytest.mark.parametrize(("question", "what"), [("", "empty"), ("  \n\t ", "only whitespace")])
+def test_rollout_refuses_a_task_without_a_question_as_malformed_input(sample_servers, recorded_llm, tmp_path,
+                                                                       question, what):
+    """A blank question was rolled out (the policy asked to act on nothing, LLM calls spent on it). It is malformed
+    input naming `question`, as in augment: the run stops naming file, line and record, or --skip-bad sends it to
+    --rejects before any LLM request; a valid task is still rolled out. The policy's reply is recorded."""
+    from astra_toolgraph.cli import main
+    from click.testing import CliRunner
+
+    llm = recorded_llm(replies=["You have no open orders."])
+    servers = write_jsonl(tmp_path / "servers.jsonl", [order_desk(sample_servers)])
+    good = task("order-desk", "Which of my orders are still open?", task_id="t-good")
+    inputs = write_jsonl(tmp_path / "tasks.jsonl", [task("order-desk", question, task_id="t-blank"), good])
+    args = ["rollout", str(inputs), "--servers", str(servers), "--base-url", llm.base_url, "--model", "recorded",
+            "--concurrency", "1"]
+    stopped = CliRunner().invoke(main, args)
+    assert stopped.exit_code == 1, stopped.output
+    assert f"{inputs}:1: record 't-blank': field question: the question is {what}" in stopped.stderr
+    assert llm.chat_requests == []
+    out, rejects = tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
+    result = CliRunner().invoke(main, [*args, "--skip-bad", "-o", str(out), "--rejects", str(rejects)])
+    assert result.exit_code == 0, result.output
+    assert "read 2 · wrote 1 from 1 · rejected 1" in result.stderr
+    (trajectory,) = read_jsonl(out)
+    assert trajectory["meta"]["parent_id"] == "t-good" and validate(trajectory, "trajectory")
+    (reject,) = read_jsonl(rejects)
+    assert reject["id"] == "t-blank" and reject["source"] == f"{inputs}:1"
+    assert reject["reason"].startswith(f"malformed: {inputs}:1: record 't-blank': field question: the question is "
+                                       f"{what}")
+    assert len(llm.chat_requests) == 1 and good["question"] in str(llm.chat_requests[0]["messages"])

@@ -50,6 +50,16 @@ class Malformed(Rejected):
         self.message, self.field = message, field
 
 
+def require_text(record: dict, field: str, why: str) -> str:
+    """`record[field]`, a string its kind's schema has checked; Malformed naming the field when it is empty or only
+    whitespace, for a stage that cannot use a blank text its kind allows (a task's question: `evolve tasks` may
+    write an LLM's empty instruction, which `evolve verify-tasks` fails on purpose). `why` ends the message."""
+    text = record[field]
+    if not text.strip():
+        raise Malformed(f"the {field} is {'empty' if not text else 'only whitespace'}: {why}", field=field)
+    return text
+
+
 class StageError(ValueError):
     """A stage was asked for something it cannot do (bad option combination, unreadable input)."""
 

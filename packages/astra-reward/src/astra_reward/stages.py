@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from astra_core.config import knob
 from astra_core.llm import LLMClient
-from astra_core.stage import Malformed, Rejected
+from astra_core.stage import Malformed, Rejected, require_text
 
 from astra_reward.f1 import VARIANTS, f1_reward
 from astra_reward.judges import JudgeSettings, judge_qa, judge_task, judge_trajectory, threshold_failure
@@ -235,8 +235,10 @@ async def judge_task_record(record: dict, config: TaskJudgeConfig, llm: LLMClien
 
     Adds `scores` {question_quality, scenario_realism, tool_necessity, judge_errors, details}. A task
     is kept only if every dimension with a threshold reaches it (paper Eq. 1); --min-score sets the
-    thresholds not given one by one. An unscored dimension with a threshold is rejected.
+    thresholds not given one by one. An unscored dimension with a threshold is rejected. A task whose question
+    is empty or only whitespace is malformed input (there is nothing to judge).
     """
+    require_text(record, "question", "a task is a user's request, and there is nothing to judge")
     if servers and record["server_id"] not in servers:
         raise Rejected(f"no server: {record['server_id']!r} is not in --servers")
     tools = servers[record["server_id"]]["tools"] if servers else None

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from astra_core.config import knob
-from astra_core.stage import Malformed, Rejected
+from astra_core.stage import Malformed, Rejected, require_text
 
 from astra_toolgraph.chains import SynthesisConfig, chain_record, synthesize_chains
 from astra_toolgraph.configs import EmulatorConfig, RolloutConfig, WalkConfig
@@ -224,8 +224,11 @@ class RolloutCommandConfig(McpConfig, EmulatorConfig, RolloutConfig):
 
 
 async def roll_out(task: dict, config: RolloutCommandConfig, llm, pool, servers: dict[str, dict]) -> list[dict]:
-    """task -> trajectory: multi-turn tool use on real MCP servers and the stateful emulator."""
+    """task -> trajectory: multi-turn tool use on real MCP servers and the stateful emulator.
+
+    A task whose question is empty or only whitespace is malformed input (there is no request to act on)."""
     from astra_toolgraph.rollout import rollout
 
+    require_text(task, "question", "a task is a user's request, and there is nothing to act on")
     server = server_of(task, servers)
     return [await rollout(llm, task, server, pool, config, sample) for sample in range(config.samples)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from astra_core.config import check, knob
 from astra_core.llm import LLMClient, StructuredOutputError
 from astra_core.records import new_record, stable_id
-from astra_core.stage import Malformed, Rejected
+from astra_core.stage import Rejected, require_text
 
 from astra_toolgraph import prompts
 from astra_toolgraph.language import detect_language
@@ -96,9 +96,7 @@ async def augment_task(llm: LLMClient, task: dict, config: AugmentConfig) -> lis
     """The original (if kept) plus its accepted rewrites; rejected rewrites are noted in meta.augment.
 
     A task whose question is empty or only whitespace is malformed input (there is no request to rewrite)."""
-    if not task["question"].strip():
-        raise Malformed(f"the question is {'empty' if not task['question'] else 'only whitespace'}: a task is a "
-                        "user's request, and there is nothing to rewrite", field="question")
+    require_text(task, "question", "a task is a user's request, and there is nothing to rewrite")
     language = task.get("language") or detect_language(task["question"])
     rng = random.Random(stable_id(config.seed, task["id"]))
     kept, dropped = [], []
