@@ -21,6 +21,7 @@ from astra_toolgraph.evolve import (
     verify_trajectory,
 )
 from astra_toolgraph.evolve.export import rl_sample_record, user_sft_record
+from astra_toolgraph.evolve.tasks import precheck
 from evolve_support import PLAN, REFLECTION, TASK, TRAJECTORY_FAIL, engine_replies
 
 pytestmark = pytest.mark.nsjail
@@ -117,6 +118,15 @@ def test_a_synthesized_task_explores_then_carries_its_expected_state(recorded_ll
     assert verified["verification"] == {"verdict": "PASS", "by": "judge",
                                         "rationale": "Feasible: 2 coffees cost 15, within the balance of 20."}
     assert "place_order" in server.requests[-1]["messages"][1]["content"]  # the judge sees the replay
+
+
+def test_a_blank_user_instruction_fails_the_precheck():
+    """A hand-written seed task with a whitespace question would otherwise PASS and be rolled out with
+    whitespace as the user's first message."""
+    task = {"question": " \n\t", "synthesis": {"replay": [], "changes_state": True}}
+    assert precheck(task) == "the user instruction is empty"
+    assert precheck({**task, "question": ""}) == "the user instruction is empty"
+    assert precheck({**task, "question": "Order two coffees for C1."}) is None
 
 
 def test_a_task_whose_expected_action_fails_to_replay_fails_before_any_judge(recorded_llm, domain):

@@ -96,7 +96,7 @@ def precheck(task: dict) -> str | None:
         return f"expected action {step['name']} fails when replayed: {step['observation'][:300]}"
     if not task["synthesis"]["changes_state"] and not task.get("expected_answer"):
         return "the task neither changes the state nor expects an answer: nothing to check"
-    if not task["question"]:
+    if not task["question"].strip():
         return "the user instruction is empty"
     return None
 
