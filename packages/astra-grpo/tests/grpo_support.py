@@ -175,12 +175,14 @@ def reference_grpo_loss(model, episodes: list[Episode], advantages: list[float],
 
 def reference_grpo_updates(model, groups: list[Group], overrides: dict, lr: float = 1.0) -> torch.Tensor:
     """The trainer's SGD updates on `groups` (config `overrides`: loss_average, mini_batch_size,
-    num_iterations, clip bounds) with per-token loops over the whole global batch; the flat parameters."""
+    num_iterations, clip bounds, kl_coef against the initial model) with per-token loops over the whole
+    global batch; the flat parameters."""
     group_size = len(groups[0].episodes)
     episodes = [e for g in groups for e in g.episodes]
     advantages = reference_advantages([e.reward for e in episodes], group_size)
     with torch.no_grad():
         old = [reference_token_logprobs(model, e.token_ids) for e in episodes]
+    kl_coef = overrides.get("kl_coef", 0.0)
     mini = overrides.get("mini_batch_size", len(groups)) * group_size
     sgd = torch.optim.SGD(model.parameters(), lr=lr)
     for _pass in range(overrides.get("num_iterations", 1)):
@@ -190,7 +192,9 @@ def reference_grpo_updates(model, groups: list[Group], overrides: dict, lr: floa
             reference_grpo_loss(model, [episodes[i] for i in chosen], [advantages[i] for i in chosen],
                                 [old[i] for i in chosen], mode=overrides["loss_average"],
                                 eps_low=overrides.get("clip_eps_low", 0.2),
-                                eps_high=overrides.get("clip_eps_high", 0.2)).backward()
+                                eps_high=overrides.get("clip_eps_high", 0.2),
+                                # the KL reference is the initial model: its log-probs are the old ones
+                                ref=[old[i] for i in chosen] if kl_coef else None, kl_coef=kl_coef).backward()
             sgd.step()
     return flat_params(model)
 

@@ -44,13 +44,14 @@ def trajectories(path: Path) -> Path:
     return path
 
 
-def launch_worker(accelerate_config: str, *args: str, env: dict | None = None, worker: str = "dp_worker.py") -> None:
+def launch_worker(accelerate_config: str, *args: str, env: dict | None = None, worker: str = "dp_worker.py",
+                  timeout: float = 1200) -> None:
     """`accelerate launch --config_file <bundled config> WORKER ARGS` (2 CPU processes)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE), **(env or {})}
     command = [str(Path(sys.executable).parent / "accelerate"), "launch",
                "--config_file", str(bundled_configs() / "accelerate" / accelerate_config),
                "--main_process_port", str(free_port()), str(HERE / worker), *args]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-4000:]
 
 

@@ -41,7 +41,7 @@ from astra_grpo.checkpoint import (
     save_weights,
     step_dir,
 )
-from astra_grpo.config import ConfigError, GRPOConfig, save_config
+from astra_grpo.config import GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Sampling, correction
@@ -51,6 +51,7 @@ from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, 
 from astra_grpo.runtime import (
     chunks,
     data_parallel_size,
+    frozen,
     full_weights,
     gather_objects,
     global_sums,
@@ -60,6 +61,7 @@ from astra_grpo.runtime import (
     make_accelerator,
     make_optimizer,
     make_scheduler,
+    sharded_reference,
     world_size,
 )
 from astra_grpo.stats import episode_stats
@@ -121,8 +123,6 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     world = world_size()
     accumulation = config.accumulation_steps(data_parallel_size(config))
     accelerator = make_accelerator(config, accumulation)
-    if config.kl_coef > 0 and is_zero3(accelerator):
-        raise ConfigError("config field kl_coef: the KL reference model is not supported under DeepSpeed ZeRO-3")
     set_seed(config.seed)
     rank, main = accelerator.process_index, accelerator.is_main_process
     output = Path(config.output_dir)
@@ -142,13 +142,16 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
               file=sys.stderr)
     if not samples:
         raise RecordError("no RL sample has a prompt within max_prompt_length")
-    reference = _frozen_copy(model, accelerator.device) if config.kl_coef > 0 else None
+    zero3 = is_zero3(accelerator)
+    reference = frozen(copy.deepcopy(model).to(accelerator.device)) if config.kl_coef > 0 and not zero3 else None
 
     total_steps = config.max_steps or max(1, math.ceil(config.num_epochs * len(samples) / config.batch_size))
     mini_batches = config.batch_size // config.mini_batch_size
     optimizer = make_optimizer(config, model)
     scheduler = make_scheduler(config, optimizer, total_steps * mini_batches * config.num_iterations)
     model, optimizer = accelerator.prepare(model, optimizer)
+    if config.kl_coef > 0 and zero3:
+        reference = sharded_reference(config, accelerator)
     accelerator.register_for_checkpointing(scheduler)
     policy = accelerator.unwrap_model(model)
     engine = make_engine(config, policy, tokenizer, renderer)
@@ -398,14 +401,6 @@ def _report_errors(rolled: list[Group], step: int) -> None:
     if failed:
         print(f"{COMMAND}: step {step}: {len(failed)} of {sum(len(g.episodes) for g in rolled)} episodes ended "
               f"in an error; their groups are not trained on (first: {failed[0].error})", file=sys.stderr)
-
-
-def _frozen_copy(model, device):
-    reference = copy.deepcopy(model).to(device)
-    reference.eval()
-    for parameter in reference.parameters():
-        parameter.requires_grad_(False)
-    return reference
 
 
 def _open_rollouts(path: str | None, resumed: int | None):

@@ -5,6 +5,7 @@ gather)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import sys
@@ -59,6 +60,8 @@ def make_accelerator(config: TrainConfig, accumulation_steps: int) -> Accelerato
         plugin.deepspeed_config["gradient_clipping"] = config.max_grad_norm or 0.0
         plugin.deepspeed_config["train_batch_size"] = (config.micro_batch_size * accumulation_steps
                                                        * accelerator.num_processes)
+        if plugin.zero_stage == 3:  # the trainers save whole checkpoints: gathered as they are saved, not refused at the end
+            plugin.deepspeed_config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
     grid = init_grid(config.context_parallel_size)
     if grid.cp_size > 1 and accelerator.is_main_process:
         print(f"astra-grpo: {grid.world_size} processes = {grid.dp_size} data-parallel x {grid.cp_size} "
@@ -73,38 +76,75 @@ def is_zero3(accelerator: Accelerator) -> bool:
 
 @contextlib.contextmanager
 def full_weights(accelerator: Accelerator, model) -> Iterator[None]:
-    """Materialise ZeRO-3-sharded weights on every process (a collective: all processes enter together)."""
+    """Materialise ZeRO-3-sharded weights on every process to generate with them (a collective at entry and
+    exit: all processes enter together). DeepSpeed's parameter hooks are off meanwhile: with them a forward
+    may release a gathered parameter and fetch it again, a collective of its own, and processes generate
+    different numbers of tokens (they fall out of step). `model` is the prepared (DeepSpeed-wrapped) model."""
     if not is_zero3(accelerator):
         yield
         return
-    import deepspeed
+    from deepspeed.runtime.zero import unwrap_model_for_generation
 
-    with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
+    with unwrap_model_for_generation(model):
         yield
 
 
 def load_policy(config: TrainConfig):
     """(model in train mode, tokenizer) from a local checkpoint (default: the embedded SmolLM2)."""
     from astra_core.local.model import resolve_model_path
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
-    path = resolve_model_path(config.model)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(config.model))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    kwargs = {"attn_implementation": config.attn_implementation} if config.attn_implementation else {}
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model_dtype), **kwargs)
-    model.config.use_cache = False
-    if config.context_parallel_size > 1:
-        from astra_grpo.context_parallel.attention import enable
-
-        enable(model, config.context_parallel_size)
+    model = load_model(config)
     if config.gradient_checkpointing:
         # transformers renamed it; the old name warns that it goes away (both exist in the versions we allow)
         enable_checkpointing = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
         enable_checkpointing()
     model.train()
     return model, tokenizer
+
+
+def load_model(config: TrainConfig):
+    """The checkpoint's causal LM in `model_dtype`, its attention sharded under context parallelism."""
+    from astra_core.local.model import resolve_model_path
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {"attn_implementation": config.attn_implementation} if config.attn_implementation else {}
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(config.model),
+                                                 dtype=getattr(torch, config.model_dtype), **kwargs)
+    model.config.use_cache = False
+    if config.context_parallel_size > 1:
+        from astra_grpo.context_parallel.attention import enable
+
+        enable(model, config.context_parallel_size)
+    return model
+
+
+def frozen(model):
+    """`model` in eval mode without gradients (a reference the loss never trains)."""
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+def sharded_reference(config: TrainConfig, accelerator: Accelerator):
+    """The frozen initial policy under ZeRO-3, sharded over the processes like the policy (no process holds a
+    whole second model): a DeepSpeed engine without optimizer over a fresh load of the checkpoint (the policy
+    itself may have been sharded as it loaded, zero3_init_flag). Make it after `accelerator.prepare`, whose
+    DeepSpeed config (its "auto" values filled) it reuses. Its forward gathers one layer's parameters at a time
+    and is a collective: every process must run the same number of forwards (`_update` gives each an equal
+    share of every mini-batch)."""
+    import deepspeed
+
+    settings = copy.deepcopy(accelerator.state.deepspeed_plugin.deepspeed_config)
+    for training_only in ("optimizer", "scheduler"):
+        settings.pop(training_only, None)
+    engine, *_ = deepspeed.initialize(model=frozen(load_model(config)), config=settings)
+    engine.eval()
+    return engine
 
 
 def make_optimizer(config: TrainConfig, model) -> torch.optim.Optimizer:

@@ -6,6 +6,6 @@
     forward.py      sequence sharding and the per-token log-probs under CP (`sharded_token_logprobs`)
 
 Trainers set `context_parallel_size`; `runtime.make_accelerator` builds the grid,
-`runtime.load_policy` enables the attention, and `logprobs.token_logprobs` shards when the grid has
+`runtime.load_model` enables the attention, and `logprobs.token_logprobs` shards when the grid has
 cp_size > 1. Submodules are imported explicitly (attention.py and forward.py import transformers).
 """
