@@ -9,7 +9,7 @@
 # 1. One process started as plain `python -m astra_grpo.cli train` (no launcher: the engine sets RANK, LOCAL_RANK,
 #    WORLD_SIZE, MASTER_ADDR, MASTER_PORT for vLLM's external launcher): 2 GRPO steps with the vLLM engine.
 # 2. DeepSpeed ZeRO-3 through accelerate launch with 2 processes, one per GPU (the weights reach vLLM one gathered
-#    parameter at a time). NCCL needs a GPU per process: on a one-GPU machine this stage runs ZeRO-3 with 1
+#    parameter at a time), with a KL penalty: its reference model is sharded like the policy. NCCL needs a GPU per process: on a one-GPU machine this stage runs ZeRO-3 with 1
 #    process (the sharded, per-parameter path; the 2-process gathers are tested on CPU by
 #    test_zero3_push_gathers_one_parameter_at_a_time).
 # Episodes run in astra-sandbox without nsjail unless JAIL=1. Everything goes to OUT_DIR (default out/gpu-smoke);
@@ -83,6 +83,8 @@ if rollouts.exists():
     records = [json.loads(line) for line in rollouts.read_text().splitlines()]
     reasons = sorted({r["finish_reason"] for r in records})
     print(f"gpu_smoke: [{name}] {len(records)} episodes in {rollouts}; finish reasons {reasons}")
+if name == "zero3" and not all(math.isfinite(s.get("kl", math.nan)) for s in steps):
+    problems.append("no finite kl metric: the sharded KL reference model did not reach the update")
 if not (out / name / "final" / "config.json").exists():
     problems.append(f"no final weights in {out / name / 'final'}")
 for problem in problems:
@@ -97,7 +99,7 @@ run_stage one_process env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u MASTER_ADDR -u 
 
 run_stage zero3 env NUM_PROCESSES="$processes" ASTRA_GRPO_PYTHON="$python" \
   packages/astra-grpo/scripts/train_grpo.sh deepspeed_zero3.yaml grpo_tiny_cpu.yaml "$samples" "${common[@]}" \
-  --output-dir "$out/zero3" --rollouts-out "$out/zero3_rollouts.jsonl"
+  --kl-coef 0.05 --output-dir "$out/zero3" --rollouts-out "$out/zero3_rollouts.jsonl"
 [ "$processes" = 1 ] && echo "gpu_smoke: [zero3] ran with 1 process: this machine has one GPU (NCCL needs one per process)"
 
 if [ -s "$out/one_process.ok" ] && [ -s "$out/zero3.ok" ]; then
