@@ -166,7 +166,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         stream.load_state_dict(state["stream"])
         filler.buffer = state["abf_buffer"]
         engine.push_weights(policy)
-        print(f"{COMMAND}: resumed from {state_path}", file=sys.stderr)
+        if main:
+            print(f"{COMMAND}: resumed from {state_path}", file=sys.stderr)
     metrics = Metrics(accelerator, config, resume_step=resumed)
     rollouts_out = _open_rollouts(config.rollouts_out, resumed) if main else None
 

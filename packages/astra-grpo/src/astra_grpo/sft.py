@@ -106,7 +106,8 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         state = load_training_state(accelerator, state_path)
         step, resumed = state["step"], state["step"]
         stream.load_state_dict(state["stream"])
-        print(f"astra-grpo sft: resumed from {state_path}", file=sys.stderr)
+        if accelerator.is_main_process:
+            print(f"astra-grpo sft: resumed from {state_path}", file=sys.stderr)
     metrics = Metrics(accelerator, config, resume_step=resumed)
 
     group = current_grid().dp_rank  # the ranks of a context-parallel group train on the same sequences
