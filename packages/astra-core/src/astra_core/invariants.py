@@ -16,8 +16,8 @@ class Invariant:
     check: Callable[[dict], Iterator[Violation]]  # run only on a record its kind's schema accepts
 
 
-def _key(uuid) -> str:
-    # LLMs write ids as 1 or "1" interchangeably; compare them as text.
+def id_text(uuid) -> str:
+    """A sub-question id as compared: LLMs write ids as 1 or "1" interchangeably, so they compare as text."""
     return str(uuid)
 
 
@@ -25,9 +25,9 @@ def unknown_dependencies(instance: dict) -> Iterator[Violation]:
     """A violation per sub-question of a qa_instance whose dependency names a sub-question its
     decomposition_trace does not have."""
     trace = instance["decomposition_trace"]
-    known = {_key(step["_uuid"]) for step in trace}
+    known = {id_text(step["_uuid"]) for step in trace}
     for position, step in enumerate(trace):
-        missing = [dep for dep in step.get("dependency") or () if _key(dep) not in known]
+        missing = [dep for dep in step.get("dependency") or () if id_text(dep) not in known]
         if missing:
             names = ", ".join(repr(dep) for dep in missing)
             have = ", ".join(repr(s["_uuid"]) for s in trace)

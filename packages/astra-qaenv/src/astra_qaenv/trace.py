@@ -11,17 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from astra_core.invariants import id_text
+
 SCENARIOS = ("Single-Hop", "Parallel Single-Hop", "Multi-Hop", "Parallel Multi-Hop")
 
 
 def dependencies(step: dict) -> list:
     """The ids a step depends on (`null` and a missing field both mean none)."""
     return list(step.get("dependency") or [])
-
-
-def _key(uuid) -> str:
-    # LLMs write ids as 1 or "1" interchangeably; compare them as text.
-    return str(uuid)
 
 
 def structural_problems(trace: list[dict], *, optional_levels: bool = False) -> list[str]:
@@ -33,14 +30,14 @@ def structural_problems(trace: list[dict], *, optional_levels: bool = False) -> 
     `optional_levels`, a step without a hop_level (an rl_sample's job item may have none) is not checked.
     """
     problems: list[str] = []
-    ids = [_key(s["_uuid"]) for s in trace]
+    ids = [id_text(s["_uuid"]) for s in trace]
     for uuid, n in Counter(ids).items():
         if n > 1:
             problems.append(f"duplicate _uuid {uuid} ({n} steps)")
     position = {uuid: i for i, uuid in reversed(list(enumerate(ids)))}
     for i, step in enumerate(trace):
         for dep in dependencies(step):
-            where = position.get(_key(dep))
+            where = position.get(id_text(dep))
             if where is None:
                 problems.append(f"step {ids[i]} depends on unknown id {dep}")
             elif where == i:
@@ -54,7 +51,7 @@ def structural_problems(trace: list[dict], *, optional_levels: bool = False) -> 
         return problems
     levels = dag_levels(trace)
     for step in trace:
-        uuid = _key(step["_uuid"])
+        uuid = id_text(step["_uuid"])
         if optional_levels and step.get("hop_level") is None:
             continue
         if step.get("hop_level") != levels[uuid]:
@@ -67,7 +64,7 @@ def structural_problems(trace: list[dict], *, optional_levels: bool = False) -> 
 
 def find_cycle(trace: list[dict]) -> list[str]:
     """One dependency cycle as a list of ids (first id repeated at the end), or [] when acyclic."""
-    graph = {_key(s["_uuid"]): [_key(d) for d in dependencies(s)] for s in trace}
+    graph = {id_text(s["_uuid"]): [id_text(d) for d in dependencies(s)] for s in trace}
     state: dict[str, int] = {}  # 1: on the current path, 2: finished
     path: list[str] = []
 
@@ -97,12 +94,12 @@ def find_cycle(trace: list[dict]) -> list[str]:
 
 def dag_levels(trace: list[dict]) -> dict[str, int]:
     """Depth of every step in an acyclic trace: 1 without dependencies, else 1 + deepest dependency."""
-    by_id = {_key(s["_uuid"]): s for s in trace}
+    by_id = {id_text(s["_uuid"]): s for s in trace}
     levels: dict[str, int] = {}
 
     def level(uuid: str) -> int:
         if uuid not in levels:
-            deps = [_key(d) for d in dependencies(by_id[uuid]) if _key(d) in by_id]
+            deps = [id_text(d) for d in dependencies(by_id[uuid]) if id_text(d) in by_id]
             levels[uuid] = 1 + max((level(d) for d in deps), default=0)
         return levels[uuid]
 
@@ -118,17 +115,17 @@ def depth(trace: list[dict]) -> int:
 
 def dependents(trace: list[dict]) -> dict[str, list[str]]:
     """For each step id, the ids of the steps that depend on it."""
-    out: dict[str, list[str]] = {_key(s["_uuid"]): [] for s in trace}
+    out: dict[str, list[str]] = {id_text(s["_uuid"]): [] for s in trace}
     for step in trace:
         for dep in dependencies(step):
-            out.setdefault(_key(dep), []).append(_key(step["_uuid"]))
+            out.setdefault(id_text(dep), []).append(id_text(step["_uuid"]))
     return out
 
 
 def leaf_ids(trace: list[dict]) -> set[str]:
     """Steps no other step depends on."""
     users = dependents(trace)
-    return {_key(s["_uuid"]) for s in trace if not users[_key(s["_uuid"])]}
+    return {id_text(s["_uuid"]) for s in trace if not users[id_text(s["_uuid"])]}
 
 
 def scenario_of(trace: list[dict]) -> str:
@@ -154,9 +151,9 @@ def by_level(trace: list[dict]) -> list[list[dict]]:
     levels = dag_levels(trace)
     grouped: dict[int, list[dict]] = {}
     for step in trace:
-        grouped.setdefault(levels[_key(step["_uuid"])], []).append(step)
+        grouped.setdefault(levels[id_text(step["_uuid"])], []).append(step)
     return [grouped[lvl] for lvl in sorted(grouped)]
 
 
 def step_id(step: dict) -> str:
-    return _key(step["_uuid"])
+    return id_text(step["_uuid"])
