@@ -1,7 +1,8 @@
 """DeepSpeed ZeRO-2 and ZeRO-3 with 2 CPU processes (gloo): the GRPO update equals the per-token reference,
 so the engine's own division by the accumulation steps and averaging over processes are undone
-exactly once; under ZeRO-3 with the KL penalty against a reference model sharded like the policy. Slow: the first run compiles DeepSpeed's shm_comm op (~35 s) and deepspeed imports
-are heavy; the default run covers the same update with plain data parallelism."""
+exactly once; under ZeRO-3 with the KL penalty against a reference model sharded like the policy; and ZeRO-3
+generation and saving as the trainers do them. Slow: the first run compiles DeepSpeed's shm_comm op (~35 s)
+and deepspeed imports are heavy; the default run covers the same update with plain data parallelism."""
 
 import pytest
 import torch
@@ -19,7 +20,6 @@ def test_zero2_update_equals_reference(tmp_path_factory):
         assert result["distributed_type"] == "DistributedType.DEEPSPEED" and result["processes"] == 2
         assert result["accumulation"] > 1
         torch.testing.assert_close(result["params"], reference_grpo(case), rtol=1e-4, atol=1e-6)
-
 
 
 @pytest.fixture(scope="module")
