@@ -6,6 +6,9 @@ exactly L seconds with a reply valid for what was asked (the smallest instance o
 with C in flight can at best take R * L / C seconds; the stage runs as its real command (a subprocess,
 JSONL in and out) and the script prints its time against that bound, and the client's CPU per record (and per
 request, for stages that ask more than one question per record).
+The transport floor is measured in the same run: N requests of the same shape sent with aiohttp alone (the HTTP
+client astra-core's LLMClient uses), at the same C and L, no stage code at all. A stage that asks R questions per
+record cannot spend less client CPU per record than R times that floor.
 Each stage first runs once over a few records (not measured), so its modules' bytecode is cached as it
 is on a user's machine after the first run (even where PYTHONDONTWRITEBYTECODE is set).
 
@@ -154,6 +157,42 @@ def run_stage(stage: str, records: Path, base_url: str, concurrency: int) -> tup
     return seconds, cpu, written, rejected
 
 
+# aiohttp alone, in a process of its own: CPU per request of the request phase (start-up not counted)
+FLOOR_CLIENT = """
+import asyncio, json, resource, sys
+import aiohttp
+
+url, count, concurrency = sys.argv[1] + "/chat/completions", int(sys.argv[2]), int(sys.argv[3])
+body = {"model": "fixed-latency", "messages": [{"role": "system", "content": "Score the trajectory."},
+                                               {"role": "user", "content": "x" * 2000}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "judgment", "schema": {
+            "type": "object", "properties": {"score": {"type": "number"}, "reason": {"type": "string"}},
+            "required": ["score", "reason"]}}}}
+
+async def main():
+    limit = asyncio.Semaphore(concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def one():
+            async with limit, session.post(url, json=body) as reply:
+                json.loads(await reply.read())
+        await asyncio.gather(*[one() for _ in range(min(count, concurrency))])  # connections opened
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        await asyncio.gather(*[one() for _ in range(count)])
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        print(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+
+asyncio.run(main())
+"""
+
+
+def transport_floor(base_url: str, requests: int, concurrency: int) -> float:
+    """Client CPU seconds per request of aiohttp alone."""
+    done = subprocess.run([sys.executable, "-c", FLOOR_CLIENT, base_url, str(requests), str(concurrency)],
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout) / requests
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=4096)
@@ -170,6 +209,8 @@ def main() -> None:
     print(f"N = {args.records} records, C = {args.concurrency} in flight, L = {args.latency:.2f} s per request; "
           f"{os.cpu_count()} cores")
     try:
+        floor = transport_floor(base_url, args.records, args.concurrency)
+        print(f"transport floor (aiohttp alone, same C and L): client CPU {1000 * floor:4.2f} ms per request")
         with tempfile.TemporaryDirectory() as tmp:
             for stage in args.stages.split(","):
                 run_stage(stage, inputs(stage, 8, Path(tmp)), base_url, args.concurrency)  # the warm-up
@@ -183,6 +224,10 @@ def main() -> None:
                       f"{100 * bound / seconds:5.1f}% of the bound; client CPU {1000 * cpu / args.records:5.2f} ms "
                       f"per record ({1000 * cpu / requests:4.2f} ms per request); {written} written, {rejected} rejected; "
                       f"{'MET' if bound / seconds >= 0.9 and cpu / args.records <= 0.001 else 'NOT MET'}")
+                per_record = requests / args.records
+                if per_record > 1:
+                    print(f"{'':<32} {per_record:g} requests per record: the transport alone costs "
+                          f"{1000 * per_record * floor:4.2f} ms per record")
         print(f"load average {os.getloadavg()[0]:.1f} at the end; targets (issue 20): >= 90% of the bound, client "
               f"CPU <= 1 ms per record")
     finally:
