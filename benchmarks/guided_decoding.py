@@ -94,6 +94,7 @@ def rereading_writer():
     (and one cache copy) per option of a choice."""
     import torch
     from astra_core.local.guided import _Writer
+    from astra_core.local.kv_cache import cache_argument, returned_cache
 
     class RereadingWriter(_Writer):
         def _read(self, ids):
@@ -101,9 +102,9 @@ def rereading_writer():
             if len(ids) == len(self.prompt_ids):
                 return cache, self.prompt_next_logits
             with torch.inference_mode():
-                out = self.model(torch.tensor([ids[len(self.prompt_ids):]]), past_key_values=cache, use_cache=True,
-                                 logits_to_keep=1)
-            return out.past_key_values, out.logits[0, -1].float()
+                out = self.model(torch.tensor([ids[len(self.prompt_ids):]]), **cache_argument(self.model, cache),
+                                 use_cache=True, logits_to_keep=1)
+            return returned_cache(out), out.logits[0, -1].float()
 
         def scores(self, options):
             written, scores = self._written_ids(), []
@@ -111,7 +112,7 @@ def rereading_writer():
                 tokens = self.tokenizer.encode(option, add_special_tokens=False)
                 with torch.inference_mode():
                     logits = self.model(torch.tensor([written + tokens]), use_cache=True,
-                                        past_key_values=copy.deepcopy(self.prompt_cache)).logits[0].float()
+                                        **cache_argument(self.model, copy.deepcopy(self.prompt_cache))).logits[0].float()
                 predicted = torch.log_softmax(torch.cat([self.prompt_next_logits[None], logits[:-1]]), dim=-1)
                 positions = torch.arange(len(written), len(written) + len(tokens))
                 scores.append(float(predicted[positions, torch.tensor(tokens)].sum()) / len(tokens))

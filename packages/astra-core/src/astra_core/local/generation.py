@@ -7,6 +7,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from astra_core.local.kv_cache import cache_argument
 from astra_core.local.prefix_cache import PrefixCache
 
 
@@ -117,7 +118,7 @@ class Generator:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
         if len(prompts) == 1 and len(prompts[0]) > 1 and self.prefix_cache is not None:
             # generate reads only the last prompt token; the rest comes from (and goes to) the prefix cache
-            kwargs["past_key_values"], _ = self.prefix_cache.prefill(prompts[0][:-1])
+            kwargs.update(cache_argument(self.model, self.prefix_cache.prefill(prompts[0][:-1])[0]))
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         with torch.inference_mode():

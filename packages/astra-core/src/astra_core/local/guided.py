@@ -31,6 +31,7 @@ import copy
 import json
 
 from astra_core.chat_format import TOOL_CALL_OPEN, render_tool_call
+from astra_core.local.kv_cache import cache_argument, returned_cache
 from astra_core.local.prefix_cache import PrefixCache
 
 
@@ -86,8 +87,9 @@ class _Writer:
         start = len(self.prompt_ids) if ids[:len(self.prompt_ids)] == self.prompt_ids else 0
         cache = copy.deepcopy(self.prompt_cache) if start else None
         with torch.inference_mode():
-            out = self.model(torch.tensor([ids[start:]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.past_key_values, out.logits[0, -1].float()
+            out = self.model(torch.tensor([ids[start:]]), **cache_argument(self.model, cache), use_cache=True,
+                             logits_to_keep=1)
+        return returned_cache(out), out.logits[0, -1].float()
 
     def choose(self, options: list[str]) -> str:
         """The likeliest option to write next (by mean token log-probability), or one sampled by it."""
@@ -119,7 +121,7 @@ class _Writer:
         batch = torch.tensor([ids + [ids[-1]] * (width - len(ids)) for ids in tokens])
         cache.batch_repeat_interleave(len(tokens))
         with torch.inference_mode():
-            logits = self.model(batch, past_key_values=cache, use_cache=True).logits.float()
+            logits = self.model(batch, **cache_argument(self.model, cache), use_cache=True).logits.float()
         first = next_logits.expand(len(tokens), 1, -1)
         predicted = torch.log_softmax(torch.cat([first, logits[:, :-1]], dim=1), dim=-1)
         return [float(predicted[row, torch.arange(len(ids)), torch.tensor(ids)].sum()) / len(ids)
@@ -141,7 +143,7 @@ class _Writer:
         criteria = StoppingCriteriaList([_stop_when_text_has(self.tokenizer, len(ids), stops)])
         with torch.inference_mode():
             out = self.model.generate(torch.tensor([ids]), max_new_tokens=limit, stopping_criteria=criteria,
-                                      past_key_values=cache,  # generate extends it
+                                      **cache_argument(self.model, cache),  # generate extends it
                                       pad_token_id=self.tokenizer.pad_token_id, **kwargs)
         new = out[0, len(ids):]
         self.budget -= max(1, len(new))

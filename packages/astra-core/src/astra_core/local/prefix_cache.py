@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 
+from astra_core.local.kv_cache import cache_argument, returned_cache
+
 
 class PrefixCache:
     """Owned by the generation worker (one thread): no locking."""
@@ -29,10 +31,11 @@ class PrefixCache:
 
         reused, cache = self._longest_prefix(ids)
         with torch.inference_mode():
-            out = self.model(torch.tensor([ids[reused:]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+            out = self.model(torch.tensor([ids[reused:]]), **cache_argument(self.model, cache), use_cache=True,
+                             logits_to_keep=1)
         self.read_tokens += len(ids) - reused
-        self.remember(ids, out.past_key_values)
-        return copy.deepcopy(out.past_key_values), out.logits[0, -1].float()
+        self.remember(ids, returned_cache(out))
+        return copy.deepcopy(returned_cache(out)), out.logits[0, -1].float()
 
     def _longest_prefix(self, ids: list[int]):
         """(tokens reused, a cache of them or None). At least the last token is always read, for its logits."""

@@ -15,6 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import torch
+from astra_core.local.kv_cache import cache_argument
 from transformers import DynamicCache
 from transformers.generation.logits_process import (
     LogitsProcessorList,
@@ -120,8 +121,8 @@ class TransformersEngine:
 
     def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, past: DynamicCache) -> torch.Tensor:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=past,
-                         use_cache=True)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                         **cache_argument(self.model, past), use_cache=True)
         return out.logits[:, -1].float()
 
     # -- caches -------------------------------------------------------------------------------------
@@ -151,7 +152,8 @@ class TransformersEngine:
         ids, mask = _left_padded(heads, self.pad_id, self._device)
         past = DynamicCache()
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=past, use_cache=True)
+        self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **cache_argument(self.model, past),
+                   use_cache=True)
         for slot, rows in enumerate(distinct.values()):
             entry = _Cached(heads[slot], _row_layers(past, slot, mask[slot])) if heads[slot] else empty
             for row in rows:
