@@ -4,6 +4,7 @@ gradient accumulation over micro-batches, mini-batches, several passes with old 
 
 import copy
 
+import astra_grpo.logprobs
 import pytest
 import torch
 from astra_grpo.config import GRPOConfig, load_config
@@ -46,7 +47,11 @@ def grpo_config(**overrides):
     return load_config(GRPOConfig, None, base)
 
 
-def test_token_logprobs_match_a_per_position_softmax_with_padding():
+# "all-positions" is what transformers before 5.21 gets (vllm 0.33 pins it below 5.21): no boolean logits_to_keep
+@pytest.mark.parametrize("logits_kept", ["installed", "all-positions"])
+def test_token_logprobs_match_a_per_position_softmax_with_padding(logits_kept, monkeypatch):
+    if logits_kept == "all-positions":
+        monkeypatch.setattr(astra_grpo.logprobs, "_keeps_boolean_masks", lambda: False)
     model = small_model()
     sequences = [[5, 9, 17, 3, 44, 7], [8, 2, 100], [4, 4, 4, 4, 4, 4, 4, 4, 9]]
     masks = [[0, 0, 1, 1, 0, 1], [0, 1, 1], [0, 0, 0, 1, 1, 1, 0, 0, 1]]

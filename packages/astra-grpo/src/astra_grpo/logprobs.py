@@ -13,6 +13,7 @@ token in SFT). Its log-prob is log p(input_ids[b, t] | input_ids[b, :t]).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import torch
 
@@ -56,7 +57,7 @@ def token_logprobs(model, batch: dict[str, torch.Tensor], temperature: float = 1
     """(log-probs [B, T], entropies [B, T] or None), zero outside `loss_mask`.
 
     Logits are computed only at the positions that predict a masked token (the boolean
-    `logits_to_keep` of transformers), never for the prompt or the observations. Under context
+    `logits_to_keep` of transformers, see `kept_logits`), never for the prompt or the observations. Under context
     parallelism (the current process grid has cp_size > 1) every sequence is sharded over the CP group.
     """
     if (grid := current_grid()).cp_size > 1:
@@ -67,7 +68,7 @@ def token_logprobs(model, batch: dict[str, torch.Tensor], temperature: float = 1
     predicting = torch.zeros_like(mask)
     predicting[:, :-1] = mask[:, 1:]  # position t predicts token t+1
     output = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   position_ids=batch["position_ids"], use_cache=False, logits_to_keep=predicting)
+                   position_ids=batch["position_ids"], use_cache=False, **kept_logits(predicting))
     logits = output.logits
     count = int(predicting.sum())
     if not (logits.ndim == 2 and logits.shape[0] == count):
@@ -80,6 +81,22 @@ def token_logprobs(model, batch: dict[str, torch.Tensor], temperature: float = 1
     if with_entropy:
         entropies = torch.zeros(mask.shape, dtype=selected.dtype, device=selected.device).masked_scatter(mask, entropy)
     return logprobs, entropies
+
+
+def kept_logits(predicting: torch.Tensor) -> dict:
+    """The forward's argument that computes logits only where `predicting` [B, T] is true.
+
+    transformers takes a boolean mask as `logits_to_keep` from 5.21 on; older versions (vllm 0.33 pins
+    transformers < 5.21) index with it as if it held positions and fail, so there no argument is given:
+    every position's logits are computed and the caller keeps the predicting ones."""
+    return {"logits_to_keep": predicting} if _keeps_boolean_masks() else {}
+
+
+@cache
+def _keeps_boolean_masks() -> bool:
+    import transformers.modeling_utils
+
+    return hasattr(transformers.modeling_utils, "slice_logits_to_keep")  # added with the boolean form, 5.21
 
 
 def _selective_log_softmax(logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool,

@@ -55,14 +55,14 @@ def sharded_token_logprobs(model, batch: dict[str, torch.Tensor], grid: ProcessG
                            with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`logprobs.token_logprobs` under context parallelism: the same [B, T] log-probs (and entropies)
     on every rank of the CP group, each rank having run the model on 1/cp of every sequence."""
-    from astra_grpo.logprobs import _selective_log_softmax
+    from astra_grpo.logprobs import _selective_log_softmax, kept_logits
 
     if not is_enabled(model):
         raise RuntimeError("context parallelism needs the model's attention switched to Ulysses: "
                            "call astra_grpo.context_parallel.enable(model, cp_size) before training")
     local = shard(batch, grid.cp_size, grid.cp_rank)
     output = model(input_ids=local["input_ids"], position_ids=local["position_ids"], use_cache=False,
-                   logits_to_keep=local["predicting"],
+                   **kept_logits(local["predicting"]),
                    astra_cp=CPAttention(grid.cp_group, grid.cp_size, grid.cp_rank))
     logits = output.logits
     if not (logits.ndim == 2 and logits.shape[0] == int(local["predicting"].sum())):
