@@ -9,9 +9,9 @@
 # 1. One process started as plain `python -m astra_grpo.cli train` (no launcher: the engine sets RANK, LOCAL_RANK,
 #    WORLD_SIZE, MASTER_ADDR, MASTER_PORT for vLLM's external launcher): 2 GRPO steps with the vLLM engine.
 # 2. DeepSpeed ZeRO-3 through accelerate launch with 2 processes, one per GPU (the weights reach vLLM one gathered
-#    parameter at a time), with a KL penalty: its reference model is sharded like the policy. NCCL needs a GPU per process: on a one-GPU machine this stage runs ZeRO-3 with 1
-#    process (the sharded, per-parameter path; the 2-process gathers are tested on CPU by
-#    test_zero3_push_gathers_one_parameter_at_a_time).
+#    parameter at a time), with a KL penalty: its reference model is sharded like the policy. NCCL needs a
+#    GPU per process: on a one-GPU machine this stage runs ZeRO-3 with 1 process (the sharded, per-parameter
+#    path; the 2-process gathers are tested on CPU by test_zero3_push_gathers_one_parameter_at_a_time).
 # Episodes run in astra-sandbox without nsjail unless JAIL=1. Everything goes to OUT_DIR (default out/gpu-smoke);
 # the end says SMOKE OK or what failed.
 set -euo pipefail

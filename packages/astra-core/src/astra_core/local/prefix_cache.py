@@ -34,8 +34,9 @@ class PrefixCache:
             out = self.model(torch.tensor([ids[reused:]]), **cache_argument(self.model, cache), use_cache=True,
                              logits_to_keep=1)
         self.read_tokens += len(ids) - reused
-        self.remember(ids, returned_cache(out))
-        return copy.deepcopy(returned_cache(out)), out.logits[0, -1].float()
+        extended = returned_cache(out)
+        self.remember(ids, extended)
+        return copy.deepcopy(extended), out.logits[0, -1].float()
 
     def _longest_prefix(self, ids: list[int]):
         """(tokens reused, a cache of them or None). At least the last token is always read, for its logits."""
