@@ -31,6 +31,19 @@ def test_malformed_blocks_are_reported_not_dropped():
     assert "not valid JSON" in reply.malformed[0] and "'name'" in reply.malformed[1]
 
 
+
+def test_tags_inside_argument_strings_stay_in_the_arguments():
+    # found by test_rendered_calls_parse_back: the first </tool_call> used to end the block
+    calls = [("A", {"": "</tool_call>"}), ("b", {"x": "<tool_call>\n{\"name\": \"c\"}"})]
+    reply = parse_reply("Hi.\n" + "\n".join(render_tool_call(name, args) for name, args in calls) + "\nBye.")
+    assert [(c.name, c.arguments) for c in reply.calls] == calls
+    assert reply.malformed == [] and reply.content.split() == ["Hi.", "Bye."]
+
+
+def test_a_block_with_trailing_text_after_its_json_is_malformed_up_to_the_close_tag():
+    reply = parse_reply('<tool_call>{"name": "a", "arguments": {}} oops</tool_call> after')
+    assert reply.calls == [] and "not valid JSON" in reply.malformed[0] and reply.content == "after"
+
 def test_openai_tool_calls_have_ids_and_json_arguments():
     reply = parse_reply('<tool_call>{"name": "f", "arguments": {"q": "é"}}</tool_call>')
     (call,) = reply.openai_tool_calls()

@@ -79,6 +79,15 @@ def test_parse_keeps_prose_and_unreadable_blocks_and_reads_calls():
     assert renderer.parse("Oslo.").calls == [] and renderer.parse("Oslo.").malformed == []
 
 
+
+def test_a_close_tag_inside_an_argument_string_does_not_cut_the_call():
+    # e.g. a model writing the chat format's own markup into a file: the JSON object, not the first tag, ends it
+    text = ('<tool_call>\n{"name": "write_file", "arguments": {"text": "</tool_call> and <tool_call>"}}\n</tool_call>'
+            '\nDone.')
+    reply = ChatRenderer(load_tokenizer()).parse(text)
+    assert [(c.name, c.arguments) for c in reply.calls] == [("write_file", {"text": "</tool_call> and <tool_call>"})]
+    assert reply.malformed == [] and reply.content == "Done."
+
 def test_json_call_style_for_templates_without_tool_call_tags():
     tokenizer = load_tokenizer(QWEN_STYLE_TEMPLATE.replace("<tool_call>", "<call>").replace("</tool_call>", "</call>"))
     renderer = ChatRenderer(tokenizer)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_WHITESPACE = re.compile(r"\s*")
+_JSON = json.JSONDecoder()
 
 TOOLS_PREAMBLE = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -114,12 +116,44 @@ def _parse_call(block: str) -> ParsedCall | str:
     return ParsedCall(payload["name"], arguments)
 
 
+def call_blocks(text: str) -> Iterator[tuple[int, int, ParsedCall | str]]:
+    """Each `<tool_call>` block of a completion: (start, end, the call or why it cannot be read).
+
+    A block ends after its JSON object, so a `</tool_call>` inside an argument string does not cut
+    it short; a block whose JSON does not parse ends at the first `</tool_call>`; an unclosed last
+    block runs to the end of the text.
+    """
+    position = 0
+    while (start := text.find(TOOL_CALL_OPEN, position)) != -1:
+        body_start = start + len(TOOL_CALL_OPEN)
+        body_end = _json_body_end(text, body_start)
+        if body_end is None:
+            close = text.find(TOOL_CALL_CLOSE, body_start)
+            body_end = len(text) if close == -1 else close
+        end = body_end + len(TOOL_CALL_CLOSE) if text.startswith(TOOL_CALL_CLOSE, body_end) else body_end
+        yield start, end, _parse_call(text[body_start:body_end].strip())
+        position = end
+
+
+def _json_body_end(text: str, body_start: int) -> int | None:
+    """Where a block's body ends if it is one JSON value followed only by whitespace and the close tag."""
+    try:
+        _, value_end = _JSON.raw_decode(text, _WHITESPACE.match(text, body_start).end())
+    except json.JSONDecodeError:
+        return None
+    after = _WHITESPACE.match(text, value_end).end()
+    return after if after == len(text) or text.startswith(TOOL_CALL_CLOSE, after) else None
+
+
 def parse_reply(text: str) -> ParsedReply:
     """Split a completion into content and <tool_call> blocks (an unclosed last block still counts)."""
     calls: list[ParsedCall] = []
     malformed: list[str] = []
-    for match in _TOOL_CALL.finditer(text):
-        parsed = _parse_call(match.group(1).strip())
+    prose: list[str] = []
+    position = 0
+    for start, end, parsed in call_blocks(text):
+        prose.append(text[position:start])
         (calls if isinstance(parsed, ParsedCall) else malformed).append(parsed)
-    content = _TOOL_CALL.sub("", text).strip()
-    return ParsedReply(content=content, calls=calls, malformed=malformed)
+        position = end
+    prose.append(text[position:])
+    return ParsedReply(content="".join(prose).strip(), calls=calls, malformed=malformed)

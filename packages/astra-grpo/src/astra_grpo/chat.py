@@ -30,12 +30,10 @@ Reasoning (`<think>...</think>` or a message's `reasoning_content`) is kept or s
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
-from astra_core.chat_format import ParsedCall, parse_reply, to_template_messages
+from astra_core.chat_format import ParsedCall, call_blocks, to_template_messages
 
-_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
 _PROBE = "\u2402probe\u2402"
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 # Fixed base conversations that new messages are rendered after (the first a template accepts wins).
@@ -257,15 +255,14 @@ def _parse_hermes(text: str) -> Reply:
     malformed: list[str] = []
     kept: list[str] = []  # prose and unreadable blocks stay in the content: they are what the model wrote
     position = 0
-    for match in _CALL_BLOCK.finditer(text):
-        kept.append(text[position:match.start()])
-        parsed = parse_reply(match.group(0))
-        if parsed.calls:
-            calls.extend(parsed.calls)
+    for start, end, parsed in call_blocks(text):
+        kept.append(text[position:start])
+        if isinstance(parsed, ParsedCall):
+            calls.append(parsed)
         else:
-            malformed.extend(parsed.malformed or [f"unreadable tool call: {match.group(0)[:200]}"])
-            kept.append(match.group(0))
-        position = match.end()
+            malformed.append(parsed)
+            kept.append(text[start:end])
+        position = end
     kept.append(text[position:])
     return Reply(content="".join(kept).strip(), calls=calls, malformed=malformed)
 
