@@ -32,16 +32,17 @@ from astra_grpo.play import Player, play_samples
 
 
 def config_errors(f):
-    """A bad config, a chat template we cannot render incrementally, or no interpreter with tau2 for tau2
-    samples, is a one-line error."""
+    """A bad config, a chat template we cannot render incrementally, no interpreter with tau2 for tau2
+    samples, or a tracker that does not start, is a one-line error."""
     from astra_grpo.chat import TemplateError
     from astra_grpo.tau2 import Tau2Error
+    from astra_grpo.tracking import TrackerError
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
-        except (ConfigError, TemplateError, Tau2Error) as exc:
+        except (ConfigError, TemplateError, Tau2Error, TrackerError) as exc:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper

@@ -65,7 +65,7 @@ from astra_grpo.runtime import (
     world_size,
 )
 from astra_grpo.stats import episode_stats
-from astra_grpo.tracking import Metrics
+from astra_grpo.tracking import Metrics, start_trackers
 from astra_grpo.users import make_user_simulator
 
 COMMAND = "astra-grpo train"
@@ -132,6 +132,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
     samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None,
                            check=lambda record: check_rl_sample(record, config.reward))
+    start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
     renderer = chat_renderer(tokenizer, config)
     samples, too_long = split_by_prompt_length(samples, renderer, config.max_prompt_length)

@@ -42,7 +42,7 @@ from astra_grpo.runtime import (
     make_scheduler,
     world_size,
 )
-from astra_grpo.tracking import Metrics
+from astra_grpo.tracking import Metrics, start_trackers
 
 
 def build_examples(records: list[dict], renderer: ChatRenderer, config: SFTConfig):
@@ -83,6 +83,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         save_config(config, output / "config.yaml")
 
     records = load_records(files, "trajectory", skip_bad=skip_bad, rejects=rejects if accelerator.is_main_process else None)
+    start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
     renderer = chat_renderer(tokenizer, config)
     examples, dropped = build_examples(records, renderer, config)

@@ -15,6 +15,11 @@ from astra_grpo.config import TrainConfig, to_dict
 METRICS_FILE = "metrics.jsonl"
 # Trackers whose library is an extra of ours (accelerate would silently drop a tracker that is not installed).
 TRACKER_EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}
+TRACKER_HINTS = {"wandb": "WANDB_MODE=offline: a local run, no account"}
+
+
+class TrackerError(RuntimeError):
+    """A tracker `report_to` asks for did not start (wandb without credentials, say)."""
 
 
 def trackers(config: TrainConfig) -> list[str]:
@@ -26,6 +31,20 @@ def trackers(config: TrainConfig) -> list[str]:
             require(tracker, extra=f"astra-grpo[{TRACKER_EXTRAS[tracker]}]",
                     needed_by=f"astra-grpo --report-to {tracker} (--report-to none: no tracker)")
     return wanted
+
+
+def start_trackers(accelerator, config: TrainConfig) -> None:
+    """Start the accelerate trackers on the main process. The trainers call this before they load the
+    model, so that a tracker that cannot start fails in seconds, not after minutes of loading."""
+    if not accelerator.log_with:
+        return
+    try:
+        accelerator.init_trackers(config.run_name, config=_flat(config))
+    except Exception as exc:  # noqa: BLE001 - any tracker's failure to start, reported in one line
+        wanted = trackers(config)
+        hints = "; ".join(TRACKER_HINTS[name] for name in wanted if name in TRACKER_HINTS)
+        raise TrackerError(f"--report-to {','.join(wanted)}: the tracker did not start: {exc} "
+                           f"({hints + '; ' if hints else ''}--report-to none: no tracker)") from exc
 
 
 def _flat(config: TrainConfig) -> dict:
@@ -41,6 +60,8 @@ def _flat(config: TrainConfig) -> dict:
 
 
 class Metrics:
+    """Logs a step's values to OUTPUT_DIR/metrics.jsonl, stderr and the trackers (started by `start_trackers`)."""
+
     def __init__(self, accelerator, config: TrainConfig, resume_step: int | None = None):
         self.accelerator = accelerator
         self.path = Path(config.output_dir) / METRICS_FILE
@@ -51,8 +72,6 @@ class Metrics:
                 self.path.write_text("")
             else:
                 self._truncate_after(resume_step)
-        if self.trackers:
-            accelerator.init_trackers(config.run_name, config=_flat(config))
 
     def _truncate_after(self, step: int) -> None:
         """Steps logged after the state we resume from are replayed: drop their old lines."""
