@@ -6,7 +6,8 @@ mkdir -p "$OUT/eval/oracle" "$OUT/eval/oracle_drop" "$OUT/eval/seed0"
 # 1. Harness check, no model: replay each benchmark's ground truth through our adapters (every item scores 1),
 #    then a replay with 30% of the BFCL calls left out (scores drop, exactly as bfcl-eval's own runner says).
 astra-eval run bfcl --oracle --limit 5 -o "$OUT/eval/oracle/bfcl.jsonl"
-astra-eval run tau2 --oracle --domain airline --domain retail --limit 2 --trials 1 -o "$OUT/eval/oracle/tau2.jsonl"
+astra-eval run tau2 --oracle --domain airline --domain retail --domain telecom --limit 2 --trials 1 \
+  -o "$OUT/eval/oracle/tau2.jsonl"  # telecom: the user acts on their device, as its ground truth says
 astra-eval run acebench --oracle --split multi_turn --limit 5 --trials 1 -o "$OUT/eval/oracle/acebench.jsonl"
 astra-eval run bfcl --oracle --oracle-drop-rate 0.3 --seed 1 --limit 5 -o "$OUT/eval/oracle_drop/bfcl.jsonl"
 astra-eval summary "$OUT/eval/oracle" "$OUT/eval/oracle_drop" | tee "$OUT/eval/oracle_summary.txt"

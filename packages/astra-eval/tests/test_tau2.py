@@ -15,8 +15,8 @@ from eval_helpers import cli, helper, records
 def test_ground_truth_replay_scores_100_and_imperfect_replay_scores_as_tau2s_own_tool(tmp_path):
     # One process in .venv-tau2 (importing tau2 is slow): replays through our adapter, then `tau2 evaluate-trajs`.
     check = helper("tau2", "tau2_replay_check.py", "4", str(tmp_path))
-    assert len(check["oracle"]) == 8 and set(check["oracle"].values()) == {1.0}
-    for domain in ("airline", "retail"):
+    assert len(check["oracle"]) == 12 and set(check["oracle"].values()) == {1.0}
+    for domain in ("airline", "retail", "telecom"):
         assert check["drop"][domain] == check["tau2"][domain]  # reward by reward, as tau2's own tool scores them
     dropped = [score for domain in check["drop"].values() for score in domain.values()]
     assert 0.0 < sum(dropped) / len(dropped) < 1.0  # (leaving out a lookup changes no DB: some still pass)
@@ -31,6 +31,47 @@ def test_ground_truth_replay_scores_100_percent_on_every_airline_and_retail_task
     results = records(out)
     assert len(results) == 50 + 114
     assert all(r["success"] for r in results), [r["id"] for r in results if not r["success"]]
+
+
+def test_ground_truth_replay_scores_100_percent_on_every_telecom_task(tmp_path):
+    # Telecom's ground truth is partly the user's: the oracle's user makes those calls on the device (~10 s).
+    out = tmp_path / "telecom.jsonl"
+    cli("run", "tau2", "--oracle", "--domain", "telecom", "--trials", "1", "-o", str(out))
+    results = records(out)
+    assert len(results) == 114
+    assert all(r["success"] for r in results), [r["id"] for r in results if not r["success"]]
+    user_calls = [m for r in results for m in r["details"]["simulation"]["messages"]
+                  if m["role"] == "user" and m.get("tool_calls")]
+    assert len(user_calls) > 100  # most telecom tasks need the user's hands
+
+
+def test_a_user_simulator_that_acts_on_its_device_is_scored_not_an_error(tmp_path, recorded_llm):
+    # Recorded replies over real HTTP: tau2's user simulator may call its own tools (telecom); the record keeps
+    # the conversation the agent saw, and tau2 scores what the user did.
+    agent = recorded_llm(replies=["Please turn airplane mode off."], model_name="agent-model")
+
+    def user_turn(body):
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return "###STOP###"
+        if len(body["messages"]) <= 2:
+            return "My phone has no mobile data."
+        return {"content": None, "tool_calls": [{"id": "u1", "type": "function",
+                                                 "function": {"name": "toggle_airplane_mode", "arguments": "{}"}}]}
+
+    user = recorded_llm(replies=[user_turn], model_name="user-model")
+    out = tmp_path / "telecom.jsonl"
+    cli("run", "tau2", "--domain", "telecom", "--limit", "1", "--trials", "1",
+        "--base-url", agent.base_url, "--user-base-url", user.base_url, "-o", str(out))
+    (result,) = records(out)
+    assert result["error"] is None
+    assert [m["role"] for m in result["messages"]] == ["assistant", "user", "assistant", "user"]
+    assert all(isinstance(m["content"], str) for m in result["messages"])
+    [device_call] = [call for m in result["details"]["simulation"]["messages"] if m["role"] == "user"
+                     for call in m.get("tool_calls") or []]
+    assert device_call["name"] == "toggle_airplane_mode" and device_call["requestor"] == "user"
+    checks = {c["action"]["name"]: c["action_match"] for c in result["details"]["reward_info"]["action_checks"]}
+    assert checks == {"toggle_airplane_mode": True, "toggle_roaming": False}  # tau2 saw the one it made
+    assert result["success"] is False  # roaming is still off
 
 
 def test_agent_and_user_simulator_use_their_own_endpoints(tmp_path, recorded_llm):

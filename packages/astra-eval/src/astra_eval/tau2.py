@@ -105,30 +105,53 @@ def simulate_llm(domain: str, task: Task, agent: Endpoint, user: Endpoint, *, ma
                     max_steps=max_steps, max_errors=max_errors, evaluation_type=EvaluationType.ALL, seed=seed)
 
 
-class OracleAgent(LocalAgent):
-    """Replays the task's ground-truth agent actions as tool calls, one per turn, then tells the user
-    every piece of information the task expects communicated. `drop_rate` > 0 leaves out actions."""
+class GoldScript:
+    """A task's ground-truth actions in their order, each to be played by its requestor: the agent's
+    (`assistant`) as its tool calls, the user's (telecom: toggling airplane mode, ...) as the user's tool calls
+    on their device. `drop_rate` > 0 leaves out agent actions."""
 
-    def __init__(self, tools, domain_policy: str, task: Task, *, drop_rate: float = 0.0, seed: int = 0):
-        super().__init__(tools=tools, domain_policy=domain_policy)
+    def __init__(self, task: Task, *, drop_rate: float = 0.0, seed: int = 0):
         criteria = task.evaluation_criteria
         rng = random.Random(f"{seed}/{task.id}")
-        actions = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
-        self.actions = [a for a in actions if rng.random() >= drop_rate]
+        actions = list(criteria.actions or []) if criteria else []
+        self.actions = [a for a in actions if a.requestor != "assistant" or rng.random() >= drop_rate]
         self.summary = "Done. " + " ".join(criteria.communicate_info or []) if criteria else "Done."
+        self.played = 0
+        self.told = False  # the agent has said its summary
+
+    def take(self, requestor: str) -> ToolCall | None:
+        """The next action as a tool call if it is `requestor`'s turn to act, else None."""
+        if self.played == len(self.actions) or self.actions[self.played].requestor != requestor:
+            return None
+        action = self.actions[self.played]
+        self.played += 1
+        return ToolCall(id=f"oracle_{self.played}", name=action.name, arguments=action.arguments, requestor=requestor)
+
+    @property
+    def finished(self) -> bool:
+        return self.played == len(self.actions)
+
+
+class OracleAgent(LocalAgent):
+    """Plays the agent's part of a GoldScript, one tool call per turn; hands the turn to the user when the
+    next action is theirs; at the end tells the user every piece of information the task expects communicated."""
+
+    def __init__(self, tools, domain_policy: str, script: GoldScript):
+        super().__init__(tools=tools, domain_policy=domain_policy)
+        self.script = script
 
     def get_init_state(self, message_history=None) -> dict:
-        return {"next": 0, "told": False}
+        return {}
 
     def generate_next_message(self, message, state: dict) -> tuple[AssistantMessage, dict]:
-        if state["next"] < len(self.actions):
-            action = self.actions[state["next"]]
-            state["next"] += 1
-            call = ToolCall(id=f"oracle_{state['next']}", name=action.name, arguments=action.arguments,
-                            requestor="assistant")
+        if (call := self.script.take("assistant")) is not None:
             return AssistantMessage(role="assistant", content=None, tool_calls=[call]), state
-        text = self.summary if not state["told"] else "Is there anything else I can help with?"
-        state["told"] = True
+        if not self.script.finished:
+            text = "Please do the next step on your device."
+        elif not self.script.told:
+            text, self.script.told = self.script.summary, True
+        else:
+            text = "Is there anything else I can help with?"
         return AssistantMessage(role="assistant", content=text), state
 
     def set_seed(self, seed: int) -> None:
@@ -136,12 +159,24 @@ class OracleAgent(LocalAgent):
 
 
 class ScriptedUser(UserSimulator):
-    """A user for oracle runs: asks for help once, then ends the conversation."""
+    """Plays the user's part of a GoldScript: asks for help, makes the user's tool calls when they are next,
+    and ends the conversation once every action is played and the agent has summed up."""
+
+    def __init__(self, script: GoldScript, **kwargs):
+        super().__init__(**kwargs)
+        self.script = script
 
     def _generate_next_message(self, message, state):
         state.messages.append(message)
         spoken = sum(isinstance(m, UserMessage) for m in state.messages)
-        reply = UserMessage(role="user", content="Hi, I need help with my request." if spoken == 0 else STOP)
+        if spoken == 0:
+            reply = UserMessage(role="user", content="Hi, I need help with my request.")
+        elif (call := self.script.take("user")) is not None:
+            reply = UserMessage(role="user", content=None, tool_calls=[call])
+        elif self.script.finished and self.script.told:
+            reply = UserMessage(role="user", content=STOP)
+        else:
+            reply = UserMessage(role="user", content="I did that.")
         state.messages.append(reply)
         return reply, state
 
@@ -152,8 +187,9 @@ class ScriptedUser(UserSimulator):
 def simulate_oracle(domain: str, task: Task, *, drop_rate: float, seed: int | None, max_steps: int,
                     max_errors: int) -> SimulationRun:
     environment = registry.get_env_constructor(domain)()
-    agent = OracleAgent(environment.get_tools(), environment.get_policy(), task, drop_rate=drop_rate, seed=seed or 0)
-    user = ScriptedUser(tools=None, instructions=str(task.user_scenario))
+    script = GoldScript(task, drop_rate=drop_rate, seed=seed or 0)
+    agent = OracleAgent(environment.get_tools(), environment.get_policy(), script)
+    user = ScriptedUser(script, tools=_user_tools(environment), instructions=str(task.user_scenario))
     simulation = Orchestrator(domain=domain, agent=agent, user=user, environment=environment, task=task,
                               max_steps=max_steps, max_errors=max_errors, seed=seed).run()
     simulation.reward_info = evaluate_simulation(simulation=simulation, task=task,
@@ -161,23 +197,40 @@ def simulate_oracle(domain: str, task: Task, *, drop_rate: float, seed: int | No
     return simulation
 
 
+def _user_tools(environment) -> list | None:
+    """The user's device tools (telecom), as `tau2.run.run_task` gives them to its user simulator."""
+    try:
+        return environment.get_user_tools()
+    except Exception:  # noqa: BLE001 - tau2 raises when a domain has no user tools
+        return None
+
+
 # -- records ----------------------------------------------------------------------------------------
 
 def openai_messages(simulation: SimulationRun) -> list[dict]:
-    """The conversation in OpenAI form, as the agent saw it (user turns are 'user', tool results 'tool')."""
+    """The conversation in OpenAI form, as the agent saw it: user turns are 'user', the results of the agent's
+    calls 'tool'. The user's own tool calls on their device (telecom) and their results went between the user
+    and the environment, never to the agent, and are left out (`details.simulation` keeps every message)."""
     converted = []
     for message in simulation.messages:
+        if _users_tool_traffic(message):
+            continue
         entry: dict[str, Any] = {"role": message.role, "content": message.content}
         if message.role == "tool":
             entry["tool_call_id"] = message.id
-            if message.requestor == "user":
-                entry["name"] = "user_tool"
         elif getattr(message, "tool_calls", None):
             entry["tool_calls"] = [{"id": call.id, "type": "function",
                                     "function": {"name": call.name, "arguments": _json(call.arguments)}}
                                    for call in message.tool_calls]
         converted.append(entry)
     return converted
+
+
+def _users_tool_traffic(message) -> bool:
+    """A user's tool calls (a UserMessage with tool_calls) or a tool's answer to them (requestor 'user')."""
+    if message.role == "user":
+        return bool(getattr(message, "tool_calls", None))
+    return message.role == "tool" and message.requestor == "user"
 
 
 def _json(value: Any) -> str:

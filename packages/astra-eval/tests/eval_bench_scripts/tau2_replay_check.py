@@ -1,8 +1,9 @@
 """Ground-truth and imperfect replays through astra-eval's tau2 adapter, re-scored by tau2's own tool.
 
-One process (tau2 takes a while to import): for the first argv[1] airline and retail tasks, plays the
-oracle with nothing left out and with half of the actions left out (astra_eval.tau2.run_item, what
-`astra-eval run tau2 --oracle` runs), then re-scores the imperfect replay with `tau2 evaluate-trajs`.
+One process (tau2 takes a while to import): for the first argv[1] tasks of each domain (telecom's first
+ones need the user to act on their device), plays the oracle with nothing left out and with half of the
+agent's actions left out (astra_eval.tau2.run_item, what `astra-eval run tau2 --oracle` runs), then
+re-scores the imperfect replay with `tau2 evaluate-trajs`.
 Prints {"oracle": {id: score}, "drop": {domain: {task/trial: score}}, "tau2": {domain: {...}}}.
 """
 
@@ -24,7 +25,7 @@ def replay(drop_rate: float, seed: int) -> list[dict]:
 
     async def play_all() -> list[dict]:
         return [await tau2.run_item(make_item("tau2", domain, name, 0, seed), simulate)
-                for domain in ("airline", "retail") for name in list(tau2.tasks(domain))[:limit]]
+                for domain in tau2.DOMAINS for name in list(tau2.tasks(domain))[:limit]]
 
     return asyncio.run(play_all())
 
