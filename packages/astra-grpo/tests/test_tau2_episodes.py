@@ -247,3 +247,19 @@ def test_two_grpo_steps_on_tau2_retail_with_the_embedded_model(tau2, embedded_ll
         assert rollout["reward"] in (0.0, 1.0) and "termination" in rollout["reward_components"]
         assert any(m["role"] == "assistant" for m in rollout["messages"])
     assert (out / "final" / "model.safetensors").exists()
+
+
+def test_tau2_samples_leave_out_tasks_whose_user_must_act_on_their_device(tmp_path):
+    # telecom: most tasks need the user's own tool calls (airplane mode, roaming, ...), which the user
+    # simulator cannot make; such a sample could never score, so it is not written, and stderr says why
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    out = tmp_path / "rl.jsonl"
+    result = CliRunner().invoke(main, ["tau2-samples", "telecom", "--opening", "reason", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    samples = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(samples) == 20  # the telecom tasks of the base split whose ground truth is the agent's alone
+    assert "94 of 114 tasks left out: their ground truth has the user act on their own device" in result.stderr
+    assert "toggle_airplane_mode" in result.stderr
+    assert "114 tasks" in result.stderr.splitlines()[-1]

@@ -18,6 +18,9 @@ One worker per trainer process holds one fresh tau2 environment per live episode
 reset: opening a session builds the task's environment anew). A worker that dies fails the episodes
 it served (`finish_reason: error`) and the next session starts a new one.
 
+Telecom tasks whose ground truth has the user act on their own device are not written as samples: the user
+simulator has no device tools (`cli.playable_by_the_user_simulator`).
+
     astra-grpo tau2-samples retail --limit 8 -o rl_tau2.jsonl      # tau2 tasks -> rl_sample
     astra-grpo train rl_tau2.jsonl --user-base-url URL ...          # the user simulator plays tau2's user
 """

@@ -10,7 +10,8 @@ is paid once per worker. Requests and replies are one JSON object per line on st
 
     {"op": "tasks", "domain": "retail", "split": "base", "ids": [...]?, "limit": N?}
         -> {"tasks": [{id, system, tools, user: {instruction, private_info}, reward_basis, gold_actions,
-                       communicate_info}]}
+                       communicate_info, user_actions}]}   (user_actions: the gold actions that are the user's own,
+                       on their device: telecom)
     {"op": "open", "domain": "retail", "task_id": "0"}      -> {"session": 3}
     {"op": "call", "session": 3, "id": "c1", "name": "...", "arguments": {...}}
         -> {"content": "...", "tool_error": false}   (tau2's `Environment.get_response`, as the orchestrator calls it)
@@ -78,11 +79,12 @@ class Worker:
         out = []
         for task in chosen[:limit]:
             criteria = task.evaluation_criteria
-            actions = [{"name": a.name, "arguments": a.arguments} for a in (criteria.actions or [])
-                       if a.requestor == "assistant"] if criteria else []
+            gold = list(criteria.actions or []) if criteria else []
+            actions = [{"name": a.name, "arguments": a.arguments} for a in gold if a.requestor == "assistant"]
             out.append({"id": task.id, "system": system, "tools": tools, "user": user_profile(task),
                         "reward_basis": [str(getattr(b, "value", b)) for b in (criteria.reward_basis if criteria else [])],
-                        "gold_actions": actions, "communicate_info": list(criteria.communicate_info or []) if criteria else []})
+                        "gold_actions": actions, "communicate_info": list(criteria.communicate_info or []) if criteria else [],
+                        "user_actions": [a.name for a in gold if a.requestor == "user"]})
         return {"tasks": out}
 
     # -- live environments ---------------------------------------------------------------------------
