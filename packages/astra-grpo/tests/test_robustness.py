@@ -118,7 +118,7 @@ def test_a_reward_that_raises_or_is_not_finite_is_an_episode_error(reward):
 
 def test_a_user_simulator_that_fails_is_an_episode_error():
     class Down:
-        def reply(self, user, messages):
+        def reply(self, user, messages, act=None):
             raise ConnectionError("user simulator endpoint refused")
 
     sample = {**rl_sample(), "user": {"instruction": "Ask about Oslo."}}

@@ -11,7 +11,7 @@ from astra_core.llm import LLMConfig
 from astra_core.users import UserSimulator
 from astra_grpo.chat import ChatRenderer
 from astra_grpo.rollout import EpisodeRunner, RolloutSettings, rollout_record
-from astra_grpo.tau2 import Tau2Error, Tau2Pool, sample_record, tau2_python
+from astra_grpo.tau2 import Tau2Error, Tau2Pool, oracle_conversation, sample_record, tau2_python
 from grpo_support import ScriptedEngine, assistant_turns, load_tokenizer
 
 try:
@@ -137,7 +137,7 @@ def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_samp
 def test_an_oracle_conversation_scores_1_and_becomes_user_model_sft_data(tau2):
     """tau2-oracle's conversations: the gold calls run in a live environment, tau2's evaluator accepts them, and
     astra-toolgraph's export-user-sft turns them into the user's side ending with ###STOP###."""
-    from astra_grpo.tau2 import CONFIRMED, oracle_conversation
+    from astra_grpo.tau2 import CONFIRMED
     from astra_toolgraph.evolve.export import user_sft_record
 
     [task] = tau2.tasks("retail", ids=["2"])  # return three items; the task expects "10" (t-shirt options) said
@@ -249,17 +249,74 @@ def test_two_grpo_steps_on_tau2_retail_with_the_embedded_model(tau2, embedded_ll
     assert (out / "final" / "model.safetensors").exists()
 
 
-def test_tau2_samples_leave_out_tasks_whose_user_must_act_on_their_device(tmp_path):
-    # telecom: most tasks need the user's own tool calls (airplane mode, roaming, ...), which the user
-    # simulator cannot make; such a sample could never score, so it is not written, and stderr says why
-    from astra_grpo.cli import main
-    from click.testing import CliRunner
 
-    out = tmp_path / "rl.jsonl"
-    result = CliRunner().invoke(main, ["tau2-samples", "telecom", "--opening", "reason", "-o", str(out)])
-    assert result.exit_code == 0, result.output
-    samples = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(samples) == 20  # the telecom tasks of the base split whose ground truth is the agent's alone
-    assert "94 of 114 tasks left out: their ground truth has the user act on their own device" in result.stderr
-    assert "toggle_airplane_mode" in result.stderr
-    assert "114 tasks" in result.stderr.splitlines()[-1]
+# tau2 telecom's first base task: airplane mode is on and roaming off abroad; its ground truth is the user's alone
+# (toggle_airplane_mode, then toggle_roaming, on the phone), scored by assertions on the phone's state.
+TELECOM_TASK = "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off[PERSONA:None]"
+
+
+@pytest.fixture(scope="module")
+def telecom_sample(tau2):
+    [task] = tau2.tasks("telecom", ids=[TELECOM_TASK])
+    return sample_record("telecom", task, "My phone has no mobile data.")
+
+
+def phone(name: str) -> dict:
+    """A recorded reply of the user model: one call of a tool on the user's phone."""
+    return {"content": None, "tool_calls": [{"id": f"u_{name}", "type": "function",
+                                             "function": {"name": name, "arguments": "{}"}}]}
+
+
+def test_telecom_samples_give_the_user_simulator_the_phones_tools(telecom_sample):
+    names = {tool["function"]["name"] for tool in telecom_sample["user"]["tools"]}
+    assert {"toggle_airplane_mode", "toggle_roaming", "check_status_bar"} <= names
+    assert not names & {tool["function"]["name"] for tool in telecom_sample["tools"]}  # the agent's are others
+
+
+def test_a_user_who_fixes_the_phone_as_asked_scores_1_and_the_policy_never_sees_the_phone(
+        tau2, telecom_sample, recorded_llm):
+    # The policy asks twice (SCRIPTED); the user model (RECORDED) toggles airplane mode, then roaming, on its
+    # phone in the episode's live tau2 environment, and stops: tau2's evaluator checks the phone's state.
+    replies = [phone("toggle_airplane_mode"), "Airplane mode is off now.", phone("toggle_roaming"),
+               "Roaming is on.", "###STOP###"]
+    runner, server = runner_for(tau2, [], "Please turn airplane mode off, then turn data roaming on.", replies,
+                                recorded_llm)
+    [group] = runner.play([telecom_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "user_stop", episode.error
+    assert episode.reward == 1.0, episode.reward_components
+    checks = {check["what"]: check["met"] for check in episode.reward_components["action_checks"]}
+    assert checks == {"toggle_airplane_mode": True, "toggle_roaming": True}
+    # the user model was given its phone's tools and saw each call's result from the live environment
+    assert all({t["function"]["name"] for t in r["tools"]} >= {"toggle_airplane_mode"} for r in server.requests)
+    seen = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert seen and "Airplane Mode" in seen[0]["content"]
+    # the policy's conversation holds the user's words only; its tokens never include the phone's traffic
+    said = [m for m in episode.messages if m["role"] == "user"][1:]
+    assert [m["content"] for m in said] == ["Airplane mode is off now.", "Roaming is on."]
+    assert [len(m["device"]) for m in said] == [2, 2]
+    text = runner.renderer.tokenizer.decode(episode.token_ids)
+    assert "Airplane mode is off now." in text
+    assert "u_toggle_airplane_mode" not in text and seen[0]["content"] not in text
+    from astra_core.schema import validate
+
+    record = rollout_record(group, episode, command="test")
+    validate(record, "rollout")  # the user's device traffic is part of the written conversation
+    assert record["reward"] == 1.0 and [m for m in record["messages"] if m.get("device")]
+
+
+def test_a_user_who_does_nothing_on_the_phone_scores_0(tau2, telecom_sample, recorded_llm):
+    runner, _ = runner_for(tau2, [], "Please turn airplane mode off.", ["I did it.", "###STOP###"], recorded_llm)
+    [group] = runner.play([telecom_sample], group_size=1)
+    [episode] = group.episodes
+    assert episode.finish_reason == "user_stop" and episode.reward == 0.0
+    assert not any(m.get("device") for m in episode.messages)
+
+
+def test_a_telecom_oracle_conversation_has_the_user_act_and_scores_1(tau2):
+    [task] = tau2.tasks("telecom", ids=[TELECOM_TASK])
+    record = oracle_conversation(tau2, "telecom", task)
+    assert record["verification"]["verdict"] == "SUCCESS", record["verification"]
+    device = [m["device"][0]["tool_calls"][0]["function"]["name"] for m in record["messages"] if m.get("device")]
+    assert device == ["toggle_airplane_mode", "toggle_roaming"]
+    assert record["user"]["tools"]  # the user model's SFT data keeps its phone's tools

@@ -139,7 +139,7 @@ class ScriptedUser:
     def __init__(self, replies):
         self.replies = list(replies)
 
-    def reply(self, user, messages):
+    def reply(self, user, messages, act=None):
         text = self.replies.pop(0)
         stop = "###STOP###" if "###STOP###" in text else None
         return UserTurn(content=text.replace("###STOP###", "").strip(), stop=stop)

@@ -53,3 +53,56 @@ def test_the_sync_simulator_answers_from_worker_threads(recorded_llm):
                                                         [{"role": "assistant", "content": "Your email?"}]), range(2)))
     assert all(t.content == "Sure, it is ada@example.com." and t.stop is None for t in turns)
     assert all(r["max_tokens"] == 16 for r in server.requests)
+
+
+PHONE = [{"type": "function", "function": {"name": "toggle_wifi", "description": "Turn Wi-Fi on or off.",
+                                           "parameters": {"type": "object", "properties": {"on": {"type": "boolean"}}}}}]
+
+
+def wifi_call(call_id: str, arguments: str) -> dict:
+    return {"content": None, "tool_calls": [{"id": call_id, "type": "function",
+                                             "function": {"name": "toggle_wifi", "arguments": arguments}}]}
+
+
+def test_a_user_with_tools_of_its_own_calls_them_through_act_then_writes(recorded_llm):
+    # RECORDED replies: a call, a call whose arguments are not JSON, then the user's message
+    server = recorded_llm(replies=[wifi_call("w1", '{"on": true}'), wifi_call("w2", "{on"), "Wi-Fi is on now."])
+    acted = []
+
+    def act(name, arguments, call_id):
+        acted.append((name, arguments, call_id))
+        return "Wi-Fi: ON"
+
+    user = {"instruction": "Get online.", "tools": PHONE}
+    turn = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)).reply(
+        user, [{"role": "assistant", "content": "Please turn Wi-Fi on."}], act=act)
+    assert (turn.content, turn.stop) == ("Wi-Fi is on now.", None)
+    assert acted == [("toggle_wifi", {"on": True}, "w1")]  # the malformed call never reaches the device
+    assert [m["role"] for m in turn.device] == ["assistant", "tool", "assistant", "tool"]
+    assert turn.device[1]["content"] == "Wi-Fi: ON" and turn.device[3]["content"].startswith("Error:")
+    assert all(r["tools"][0]["function"]["name"] == "toggle_wifi" for r in server.requests)
+    assert "act on your own device" in server.requests[0]["messages"][0]["content"]
+    assert server.requests[2]["messages"][-4:] == [dict(m) for m in turn.device]  # it saw its own traffic
+    # in later turns the user sees its device traffic before its own message, the assistant never does
+    later = user_view(UserProfile.of(user), [{"role": "assistant", "content": "Please turn Wi-Fi on."},
+                                            {"role": "user", "content": turn.content, "device": list(turn.device)},
+                                            {"role": "assistant", "content": "Anything else?"}])
+    assert [m["role"] for m in later[2:]] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+
+
+def test_a_user_that_only_calls_tools_is_cut_off_and_ends_the_conversation(recorded_llm):
+    from astra_core.users import MAX_DEVICE_CALLS
+
+    server = recorded_llm(replies=[wifi_call("w", "{}")])  # the same call, every time
+    turn = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)).reply(
+        {"instruction": "Get online.", "tools": PHONE}, [], act=lambda *_: "Wi-Fi: ON")
+    assert len(server.requests) == MAX_DEVICE_CALLS + 1
+    assert len(turn.device) == 2 * MAX_DEVICE_CALLS and turn.stop == STOP and turn.content == ""
+
+
+def test_without_act_a_user_with_tools_is_asked_as_before(recorded_llm):
+    server = recorded_llm(replies=["Hello."])
+    turn = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)).reply(
+        {"instruction": "Get online.", "tools": PHONE}, [])
+    assert turn.content == "Hello." and turn.device == () and "tools" not in server.requests[0]
+    assert "act on your own device" not in server.requests[0]["messages"][0]["content"]

@@ -9,6 +9,10 @@ observations are invisible to it. It ends the episode with a stop token:
 - `###TRANSFER###`     the assistant handed the user over to a human agent,
 - `###OUT-OF-SCOPE###` the request cannot be served here / the user is asked for what it doesn't know.
 
+A user may have tools of its own (tau2 telecom: their phone; the profile's `tools`). Given an `act`
+function that runs them, the simulator lets the user call them during its turn, before it writes: those
+calls and their results are the user's, in its own view (its `device` traffic), never the assistant's.
+
 Used by astra-toolgraph's `evolve rollout` (async, `simulate_user`) and by astra-grpo's episodes (sync,
 `UserSimulator`). It lives in astra-core so the trainer does not need the data-synthesis package.
 """
@@ -16,8 +20,10 @@ Used by astra-toolgraph's `evolve rollout` (async, `simulate_user`) and by astra
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from astra_core.llm import LLMClient, LLMConfig
 
@@ -43,6 +49,13 @@ Rules:
 - If the assistant transfers you to a human agent, reply with only {transfer}.
 - If the assistant cannot help with your request, or asks for something you do not know, reply with only {out_of_scope}."""
 
+DEVICE_RULES = """
+You can act on your own device with the tools you are given. When the assistant asks you to check or change
+something on your device, call the tool yourself (never only say that you did), then tell the assistant what you
+saw or did."""
+
+MAX_DEVICE_CALLS = 8  # tool-call rounds a user may make in one turn before it must write
+
 
 @dataclass(frozen=True)
 class UserProfile:
@@ -50,16 +63,19 @@ class UserProfile:
 
     instruction: str
     private_info: str = ""
+    tools: tuple = ()
+    """The user's own tools (OpenAI tool schemas), e.g. tau2 telecom's phone."""
 
     @classmethod
     def of(cls, spec: dict) -> UserProfile:
-        """From a task's or rl_sample's `user` field: {instruction, private_info?} (private_info may be a dict)."""
+        """From a task's or rl_sample's `user` field: {instruction, private_info?, tools?} (private_info may be
+        a dict)."""
         private = spec.get("private_info") or ""
         if isinstance(private, dict):
             private = "\n".join(f"- {key}: {value}" for key, value in private.items())
         elif isinstance(private, list):
             private = "\n".join(f"- {item}" for item in private)
-        return cls(instruction=str(spec["instruction"]), private_info=str(private))
+        return cls(instruction=str(spec["instruction"]), private_info=str(private), tools=tuple(spec.get("tools") or ()))
 
 
 @dataclass(frozen=True)
@@ -67,25 +83,29 @@ class UserTurn:
     content: str  # the message without any stop token ("" when the reply was only a stop token)
     stop: str | None  # the stop token the reply carried, if any
     raw: str = ""  # the reply as the model wrote it
+    device: tuple = ()  # the user's own tool calls of this turn and their results, in the user's view
 
 
 def system_prompt(profile: UserProfile) -> str:
-    return USER_SYSTEM.format(instruction=profile.instruction, private_info=profile.private_info or "(nothing more)",
+    text = USER_SYSTEM.format(instruction=profile.instruction, private_info=profile.private_info or "(nothing more)",
                               stop=STOP, transfer=TRANSFER, out_of_scope=OUT_OF_SCOPE)
+    return text + DEVICE_RULES if profile.tools else text
 
 
 def user_view(profile: UserProfile, messages: list[dict], *, awaiting_reply: bool = True) -> list[dict]:
     """The conversation as the user model sees it: roles swapped, tool traffic and system turns dropped.
 
     `messages` is the assistant's conversation (system, user, assistant with or without tool calls,
-    tool). The user model's own earlier messages become its `assistant` turns; the assistant's
-    visible text becomes `user` turns, and the conversation opens with the assistant's greeting.
+    tool). The user model's own earlier messages become its `assistant` turns, after the tool traffic
+    of its own device they carry (`device`); the assistant's visible text becomes `user` turns, and the
+    conversation opens with the assistant's greeting.
     `awaiting_reply`: the user is about to speak, so the view must end with the assistant's turn.
     """
     view = [{"role": "system", "content": system_prompt(profile)}, {"role": "user", "content": GREETING}]
     for message in messages:
         role, content = message["role"], message.get("content")
         if role == "user":
+            view += message.get("device") or []
             view.append({"role": "assistant", "content": content or ""})
         elif role == "assistant" and content:
             view.append({"role": "user", "content": content})
@@ -112,10 +132,32 @@ async def simulate_user(llm: LLMClient, profile: UserProfile, messages: list[dic
     if temperature is not None:
         params["temperature"] = temperature
     reply = await llm.chat(user_view(profile, messages), **params)
-    turn = parse_user_reply(reply.content or "")
+    return _final_turn(reply.content or "")
+
+
+def _final_turn(text: str) -> UserTurn:
+    turn = parse_user_reply(text)
     if not turn.content and turn.stop is None:
         return UserTurn(content="", stop=STOP, raw=turn.raw)  # an empty reply: the user has nothing to say
     return turn
+
+
+Act = Callable[[str, dict, str], str]
+"""Runs one of the user's own tools: (name, arguments, call id) -> the result the user sees."""
+
+
+def device_results(calls: list[dict], act: Act) -> list[dict]:
+    """The user's tool calls run by `act`, as tool messages of the user's view."""
+    results = []
+    for call in calls:
+        try:
+            arguments = json.loads(call["function"].get("arguments") or "{}")
+        except ValueError:
+            arguments = None
+        output = (act(call["function"]["name"], arguments, call["id"]) if isinstance(arguments, dict)
+                  else "Error: the arguments are not a JSON object")
+        results.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+    return results
 
 
 class UserSimulator:
@@ -145,11 +187,26 @@ class UserSimulator:
     async def _open(self) -> LLMClient:
         return await LLMClient(self.config).__aenter__()
 
-    def reply(self, user: dict, messages: list[dict]) -> UserTurn:
+    def reply(self, user: dict, messages: list[dict], act: Act | None = None) -> UserTurn:
+        """The user's next turn. A user with tools of its own calls them through `act` (in the caller's
+        thread) until it writes, at most MAX_DEVICE_CALLS rounds; the turn's `device` holds that traffic."""
         loop = self._start()
-        turn = simulate_user(self._client, UserProfile.of(user), messages, max_tokens=self.max_tokens,
-                             temperature=self.temperature)
-        return asyncio.run_coroutine_threadsafe(turn, loop).result()
+        profile = UserProfile.of(user)
+        if not (profile.tools and act):
+            profile = replace(profile, tools=())  # nothing to act with: not told that it could
+            turn = simulate_user(self._client, profile, messages, max_tokens=self.max_tokens,
+                                 temperature=self.temperature)
+            return asyncio.run_coroutine_threadsafe(turn, loop).result()
+        view, device = user_view(profile, messages), []
+        for rounds in range(MAX_DEVICE_CALLS + 1):
+            asked = self._client.chat(view + device, tools=list(profile.tools), max_tokens=self.max_tokens,
+                                      temperature=self.temperature)
+            response = asyncio.run_coroutine_threadsafe(asked, loop).result()
+            if not response.tool_calls or rounds == MAX_DEVICE_CALLS:
+                break
+            device.append({"role": "assistant", "content": response.content or None, "tool_calls": response.tool_calls})
+            device += device_results(response.tool_calls, act)
+        return replace(_final_turn(response.content or ""), device=tuple(device))
 
     def close(self) -> None:
         with self._lock:

@@ -184,8 +184,6 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
     with Tau2Pool(tau2_python) as pool:
         tasks = pool.tasks(domain, split=split, ids=ids.split(",") if ids else None)
     tasks = tasks[offset:][:limit]
-    chosen = len(tasks)
-    tasks = playable_by_the_user_simulator(tasks)
     simulator = None
     if opening == "user":
         try:
@@ -206,20 +204,8 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
     finally:
         if simulator is not None:
             simulator.close()
-    click.echo(f"astra-grpo tau2-samples: {written} rl_samples of tau2 {domain} ({chosen} tasks)", err=True)
+    click.echo(f"astra-grpo tau2-samples: {written} rl_samples of tau2 {domain} ({len(tasks)} tasks)", err=True)
 
-
-def playable_by_the_user_simulator(tasks: list[dict]) -> list[dict]:
-    """The tasks whose ground truth asks nothing of the user but talk. In telecom most tasks need the user
-    to act on their own device (toggle airplane mode, ...); the user simulator has no device tools, so no
-    episode of them could score: they are left out, counted on stderr."""
-    device = [task for task in tasks if task.get("user_actions")]
-    if device:
-        first = device[0]
-        click.echo(f"astra-grpo tau2-samples: {len(device)} of {len(tasks)} tasks left out: their ground truth has "
-                   f"the user act on their own device (task {first['id']}: {', '.join(first['user_actions'])}), "
-                   "and the user simulator has no device tools", err=True)
-    return [task for task in tasks if not task.get("user_actions")]
 
 
 @main.command("tau2-oracle")

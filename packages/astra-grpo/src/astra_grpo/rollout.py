@@ -109,7 +109,7 @@ class EpisodeRunner:
                  reward_fn: RewardFn | None = None, user_simulator=None, tau2=None):
         self.engine = engine
         self.tau2 = tau2  # astra_grpo.tau2.Tau2Pool for samples on tau2 domains (environment.tau2)
-        self.user_simulator = user_simulator  # has .reply(user, messages) -> turn with .content, .stop
+        self.user_simulator = user_simulator  # has .reply(user, messages, act) -> turn with .content, .stop, .device
         self.renderer = renderer
         self.pool = pool  # has .session(code, requirements) -> context manager of a session
         self.settings = settings
@@ -209,10 +209,14 @@ class EpisodeRunner:
         """Execute the turn's calls in the episode's session, or ask the user simulator when the turn
         called nothing (runs in a worker thread)."""
         if not reply.calls and not reply.malformed:
-            turn = self.user_simulator.reply(episode.sample["user"], episode.messages)
+            turn = self.user_simulator.reply(episode.sample["user"], episode.messages,
+                                             act=self._users_device(episode, sessions))
             episode.user_turns += 1
             episode.user_stop = turn.stop
-            return ([{"role": "user", "content": turn.content}] if turn.content else []), False
+            message = {"role": "user", "content": turn.content}
+            if turn.device:  # for tau2's evaluator; chat templates render only the content
+                message["device"] = list(turn.device)
+            return ([message] if turn.content or turn.device else []), False
         messages = []
         calls = episode.messages[-1].get("tool_calls", [])
         for call, parsed in zip(calls, reply.calls, strict=True):
@@ -245,6 +249,14 @@ class EpisodeRunner:
             return
         episode.token_ids += ids
         episode.loss_mask += [0] * len(ids)
+
+    def _users_device(self, episode: Episode, sessions: ExitStack):
+        """How the user simulator runs the user's own tools (tau2 telecom: their phone) in the episode's
+        environment; None for a user without tools."""
+        if not episode.sample["user"].get("tools") or not self._on_tau2(episode):
+            return None
+        session = self._session(episode, sessions)
+        return lambda name, arguments, call_id: session.call(name, arguments, call_id, requestor="user").output
 
     @staticmethod
     def _on_tau2(episode: Episode) -> bool:

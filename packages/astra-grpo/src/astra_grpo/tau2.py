@@ -1,4 +1,4 @@
-"""GRPO episodes on tau2-bench domains (AReaL-SEA §5: interactive RL on airline and retail).
+"""GRPO episodes on tau2-bench domains (AReaL-SEA §5: interactive RL on airline, retail and telecom).
 
 An `rl_sample` whose `environment` is `{"tau2": {"domain": "retail", "task_id": "0"}}` plays against a
 live tau2 environment of that task and is scored by tau2's own evaluator (`reward.kind: tau2`):
@@ -18,8 +18,9 @@ One worker per trainer process holds one fresh tau2 environment per live episode
 reset: opening a session builds the task's environment anew). A worker that dies fails the episodes
 it served (`finish_reason: error`) and the next session starts a new one.
 
-Telecom tasks whose ground truth has the user act on their own device are not written as samples: the user
-simulator has no device tools (`cli.playable_by_the_user_simulator`).
+In telecom the user acts on their own phone: a sample's `user.tools` are tau2's user tools, the user
+simulator calls them during its turns (in the episode's environment, as tau2's requestor "user"), and
+those calls reach tau2's evaluator, never the policy.
 
     astra-grpo tau2-samples retail --limit 8 -o rl_tau2.jsonl      # tau2 tasks -> rl_sample
     astra-grpo train rl_tau2.jsonl --user-base-url URL ...          # the user simulator plays tau2's user
@@ -141,8 +142,10 @@ class Tau2Session:
         self.id = worker.request("open", domain=spec["domain"], task_id=str(spec["task_id"]),
                                  split=spec.get("split", "base"))["session"]
 
-    def call(self, name: str, arguments: dict, call_id: str = "") -> CallResult:
-        reply = self.worker.request("call", session=self.id, name=name, arguments=arguments, id=call_id)
+    def call(self, name: str, arguments: dict, call_id: str = "", requestor: str = "assistant") -> CallResult:
+        """One tool call; `requestor` "user": one of the user's own tools (telecom: their phone)."""
+        reply = self.worker.request("call", session=self.id, name=name, arguments=arguments, id=call_id,
+                                    requestor=requestor)
         content = reply.get("content") or ""
         return CallResult(output=content, ok=not reply["tool_error"], kind="error" if reply["tool_error"] else "ok")
 
@@ -255,9 +258,10 @@ def sample_record(domain: str, task: dict, opening: str, *, split: str = "base")
     from astra_core.records import new_record
 
     messages = [{"role": "system", "content": task["system"]}, {"role": "user", "content": opening}]
+    user = {**task["user"], "tools": task["user_tools"]} if task.get("user_tools") else task["user"]
     record = new_record(f"tau2-{domain}-{task['id']}", messages=messages, tools=task["tools"],
                         environment={"tau2": {"domain": domain, "task_id": task["id"], "split": split}},
-                        user=task["user"], reward={"kind": "tau2", "basis": task["reward_basis"]})
+                        user=user, reward={"kind": "tau2", "basis": task["reward_basis"]})
     return record
 
 
@@ -288,7 +292,7 @@ def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str =
     the user opens with the task's reason for the call, the assistant asks who the user is and the user
     answers with what it knows, the assistant makes the task's gold calls (executed in a live tau2
     environment; before the first call that writes, it lists the changes and the user says yes, as tau2's
-    policies require), reports what it did and what the task expects said, and the user ends with ###STOP###.
+    policies require; a gold action of the user's own, on their phone, it asks for and the user makes), reports what it did and what the task expects said, and the user ends with ###STOP###.
     tau2's evaluator scores it; `verification.verdict` is SUCCESS only at reward 1 (what
     `astra-toolgraph evolve export-user-sft` exports). The user's turns are templates over the task's own
     text: they teach when to stop, not how to talk."""
@@ -302,10 +306,14 @@ def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str =
                 {"role": "assistant", "content": ASK_IDENTITY},
                 {"role": "user", "content": f"Sure. {known or 'I am not sure what you need.'}"}]
     spec = {"domain": domain, "task_id": task["id"], "split": split}
-    writes = [action["name"].replace("_", " ") for action in task["gold_actions"] if not _read_only(action["name"])]
+    writes = [action["name"].replace("_", " ") for action in task["gold_actions"]
+              if not _users(action) and not _read_only(action["name"])]
     confirm = CONFIRM_WORDINGS[sum(map(ord, str(task["id"]))) % len(CONFIRM_WORDINGS)].format(plan=", then ".join(writes))
     with pool.session(spec) as session:
         for index, action in enumerate(task["gold_actions"]):
+            if _users(action):  # the user's own action on their phone (telecom): asked for, then done by the user
+                messages += users_action(session, action, f"call_{index}")
+                continue
             if confirm and not _read_only(action["name"]):  # before the first write
                 messages += [{"role": "assistant", "content": confirm}, {"role": "user", "content": CONFIRMED}]
                 confirm = None
@@ -321,11 +329,28 @@ def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str =
         messages.append({"role": "user", "content": STOP})
         result = session.evaluate(messages, "user_stop")
     verdict = "SUCCESS" if result["reward"] == 1.0 else "FAIL"
+    user = {**profile, "tools": task["user_tools"]} if task.get("user_tools") else profile
     record = new_record(f"tau2-{domain}-{task['id']}/oracle", task_id=f"tau2-{domain}-{task['id']}",
-                        messages=messages[:-1], tools=task["tools"], user=profile, user_stop=STOP,
+                        messages=messages[:-1], tools=task["tools"], user=user, user_stop=STOP,
                         verification={"verdict": verdict, "by": "tau2 evaluate_simulation",
                                       "rationale": f"tau2 reward {result['reward']}"})
     return record
+
+
+def users_action(session: Tau2Session, action: dict, call_id: str) -> list[dict]:
+    """The assistant asks for one of the user's gold actions; the user makes the call on their phone (its
+    `device` traffic, in the user's view) and says it is done."""
+    call = {"id": call_id, "type": "function",
+            "function": {"name": action["name"], "arguments": json.dumps(action["arguments"])}}
+    result = session.call(action["name"], action["arguments"], call_id, requestor="user")
+    device = [{"role": "assistant", "content": None, "tool_calls": [call]},
+              {"role": "tool", "tool_call_id": call_id, "content": result.output}]
+    return [{"role": "assistant", "content": f"Please {action['name'].replace('_', ' ')} on your phone."},
+            {"role": "user", "content": "Done.", "device": device}]
+
+
+def _users(action: dict) -> bool:
+    return action.get("requestor") == "user"
 
 
 def _read_only(tool: str) -> bool:

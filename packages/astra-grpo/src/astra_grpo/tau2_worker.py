@@ -9,11 +9,11 @@ orchestrator sets it): a reset costs one database load (~0.2 s for retail), the 
 is paid once per worker. Requests and replies are one JSON object per line on stdin/stdout:
 
     {"op": "tasks", "domain": "retail", "split": "base", "ids": [...]?, "limit": N?}
-        -> {"tasks": [{id, system, tools, user: {instruction, private_info}, reward_basis, gold_actions,
-                       communicate_info, user_actions}]}   (user_actions: the gold actions that are the user's own,
-                       on their device: telecom)
+        -> {"tasks": [{id, system, tools, user: {instruction, private_info}, user_tools, reward_basis,
+                       gold_actions: [{name, arguments, requestor}], communicate_info}]}
+           (user_tools, requestor "user": the user's own tools and actions, on their phone: telecom)
     {"op": "open", "domain": "retail", "task_id": "0"}      -> {"session": 3}
-    {"op": "call", "session": 3, "id": "c1", "name": "...", "arguments": {...}}
+    {"op": "call", "session": 3, "id": "c1", "name": "...", "arguments": {...}, "requestor": "assistant"|"user"}
         -> {"content": "...", "tool_error": false}   (tau2's `Environment.get_response`, as the orchestrator calls it)
     {"op": "close", "session": 3}                           -> {}
     {"op": "evaluate", "domain": "retail", "task_id": "0", "messages": [OpenAI messages], "termination": "user_stop"}
@@ -71,6 +71,8 @@ class Worker:
         environment = self.registry.get_env_constructor(domain)()
         system = self.system_prompt(environment.get_policy())
         tools = [tool.openai_schema for tool in environment.get_tools()]
+        # the user's own tools (telecom: their phone), as tau2.run.run_task gives them to its user simulator
+        user_tools = [tool.openai_schema for tool in environment.get_user_tools()] if environment.user_tools else []
         known = self.tasks_of(domain, split)
         unknown = [task_id for task_id in ids or () if task_id not in known]
         if unknown:  # a task asked for by id is never left out in silence
@@ -79,12 +81,12 @@ class Worker:
         out = []
         for task in chosen[:limit]:
             criteria = task.evaluation_criteria
-            gold = list(criteria.actions or []) if criteria else []
-            actions = [{"name": a.name, "arguments": a.arguments} for a in gold if a.requestor == "assistant"]
+            actions = [{"name": a.name, "arguments": a.arguments, "requestor": a.requestor}
+                       for a in (criteria.actions or [])] if criteria else []
             out.append({"id": task.id, "system": system, "tools": tools, "user": user_profile(task),
+                        "user_tools": user_tools,
                         "reward_basis": [str(getattr(b, "value", b)) for b in (criteria.reward_basis if criteria else [])],
-                        "gold_actions": actions, "communicate_info": list(criteria.communicate_info or []) if criteria else [],
-                        "user_actions": [a.name for a in gold if a.requestor == "user"]})
+                        "gold_actions": actions, "communicate_info": list(criteria.communicate_info or []) if criteria else []})
         return {"tasks": out}
 
     # -- live environments ---------------------------------------------------------------------------
@@ -100,11 +102,11 @@ class Worker:
         self.sessions[self.next_session] = environment
         return {"session": self.next_session}
 
-    def op_call(self, session: int, name: str, arguments: dict, id: str = ""):
+    def op_call(self, session: int, name: str, arguments: dict, id: str = "", requestor: str = "assistant"):
         from tau2.data_model.message import ToolCall
 
         environment = self.sessions[session]
-        message = environment.get_response(ToolCall(id=id, name=name, arguments=arguments, requestor="assistant"))
+        message = environment.get_response(ToolCall(id=id, name=name, arguments=arguments, requestor=requestor))
         return {"content": message.content, "tool_error": bool(message.error)}
 
     def op_close(self, session: int):
@@ -141,14 +143,28 @@ def user_profile(task) -> dict:
 
 
 def tau2_messages(messages: list[dict]) -> list:
-    """An episode's OpenAI messages as tau2 messages (the system prompt is not part of tau2's trajectory)."""
+    """An episode's OpenAI messages as tau2 messages (the system prompt is not part of tau2's trajectory). A
+    user message's `device` traffic (its own tool calls and their results, in the user's view) comes first,
+    as tau2's user simulator makes it: a user message of tool calls, then their results."""
     from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
     out = []
     for turn, message in enumerate(messages):
         role, content = message["role"], message.get("content")
         if role == "user":
-            out.append(UserMessage(role="user", content=content or "", turn_idx=turn))
+            device = message.get("device") or []
+            for step in device:
+                if step["role"] == "assistant":
+                    calls = [ToolCall(id=call.get("id", ""), name=call["function"]["name"],
+                                      arguments=_arguments(call["function"].get("arguments")), requestor="user")
+                             for call in step.get("tool_calls") or []]
+                    out.append(UserMessage(role="user", content=None, tool_calls=calls, turn_idx=turn))
+                else:
+                    text = step.get("content") or ""
+                    out.append(ToolMessage(id=step.get("tool_call_id", ""), role="tool", content=text,
+                                           requestor="user", error=text.startswith("Error"), turn_idx=turn))
+            if content or not device:
+                out.append(UserMessage(role="user", content=content or "", turn_idx=turn))
         elif role == "assistant":
             calls = [ToolCall(id=call.get("id", ""), name=call["function"]["name"],
                               arguments=_arguments(call["function"].get("arguments")), requestor="assistant")

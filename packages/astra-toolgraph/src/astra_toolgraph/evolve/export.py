@@ -16,16 +16,17 @@ def accepted(trajectory: dict) -> bool:
 
 def user_sft_record(trajectory: dict, *, require_accepted: bool = True) -> dict:
     """A `trajectory` record for SFT of the user model: the conversation from the user's side
-    (the user simulator's system prompt, roles swapped, tool traffic dropped, its stop token last)."""
+    (the user simulator's system prompt, roles swapped, the assistant's tool traffic dropped, the user's own
+    tool calls kept with its tools, its stop token last)."""
     if require_accepted and not accepted(trajectory):
         verdict = (trajectory.get("verification") or {}).get("verdict", "unverified")
         raise Rejected(f"trajectory not accepted ({verdict})")
     if not trajectory.get("user"):
         raise Rejected("trajectory has no user simulator profile (`user`)")
-    messages = user_sft_messages(UserProfile.of(trajectory["user"]), trajectory["messages"],
-                                 trajectory.get("user_stop"))
+    profile = UserProfile.of(trajectory["user"])
+    messages = user_sft_messages(profile, trajectory["messages"], trajectory.get("user_stop"))
     record = new_record(f"{trajectory['id']}/user", parent=trajectory, task_id=trajectory.get("task_id"),
-                        messages=messages, tools=[], role="user_simulator")
+                        messages=messages, tools=list(profile.tools), role="user_simulator")
     # Exported with --all, a record must still say whether its conversation was accepted.
     record["meta"]["source_verdict"] = (trajectory.get("verification") or {}).get("verdict", "unverified")
     return record
