@@ -63,6 +63,9 @@ astra-toolgraph evolve verify "$E/agent_rollouts.jsonl" --tasks "$E/seed_verifie
 # The tiny model's own conversations rarely pass their checks, so tau2 retail tasks played right join them: the
 # task's gold calls in a live tau2 environment between templated user turns, kept when tau2's evaluator scores 1.
 astra-grpo tau2-oracle retail --limit 8 -o "$E/tau2_oracle.jsonl"
+# In telecom the user acts on their own phone (tau2's user tools, which telecom samples give the user simulator):
+# played right, the user makes its gold actions when the assistant asks (shown here, not trained on).
+astra-grpo tau2-oracle telecom --limit 2 -o "$E/tau2_telecom_oracle.jsonl"
 astra-toolgraph evolve export-user-sft "$E/trajectories.jsonl" "$E/seed_verified_trajectories.jsonl" "$E/tau2_oracle.jsonl" \
   -o "$E/user_sft.jsonl" --rejects "$E/rejects.user_sft.jsonl"
 astra-toolgraph evolve export-rl "$E/seed_verified.jsonl" --domains "$E/domain.jsonl" -o "$E/rl_samples.jsonl"
@@ -118,6 +121,10 @@ print(f"evolve: verified by their agents (besides the checker-only seed path): {
 print(f"evolve: {len(read('user_sft.jsonl'))} user-model SFT records, {len(read('rl_samples.jsonl'))} rl_samples")
 print(f"evolve: {len(read('tau2_oracle.jsonl'))} tau2 retail conversations played right "
       f"({sum(t['verification']['verdict'] == 'SUCCESS' for t in read('tau2_oracle.jsonl'))} scored 1 by tau2)")
+for t in read("tau2_telecom_oracle.jsonl"):
+    phone = [c["function"]["name"] for m in t["messages"] for step in m.get("device") or [] for c in step.get("tool_calls") or []]
+    print(f"evolve: tau2 telecom {t['id']}: the user on their phone: {', '.join(phone) or 'nothing'}; "
+          f"{t['verification']['verdict']} ({t['verification']['rationale']})")
 for r in read("grpo_tau2_rollouts.jsonl"):
     c = r["reward_components"]
     print(f"evolve: tau2 grpo rollout {r['id']}: reward {r['reward']} (tau2: db match {c.get('db_match')}, "
