@@ -207,7 +207,6 @@ def tau2_samples(domain, output, ids, offset, limit, split, opening, user_base_u
     click.echo(f"astra-grpo tau2-samples: {written} rl_samples of tau2 {domain} ({len(tasks)} tasks)", err=True)
 
 
-
 @main.command("tau2-oracle")
 @tau2_tasks("trajectory")
 @report_errors

@@ -292,7 +292,8 @@ def oracle_conversation(pool: Tau2Pool, domain: str, task: dict, *, split: str =
     the user opens with the task's reason for the call, the assistant asks who the user is and the user
     answers with what it knows, the assistant makes the task's gold calls (executed in a live tau2
     environment; before the first call that writes, it lists the changes and the user says yes, as tau2's
-    policies require; a gold action of the user's own, on their phone, it asks for and the user makes), reports what it did and what the task expects said, and the user ends with ###STOP###.
+    policies require; a gold action of the user's own, on their phone, it asks for and the user makes),
+    reports what it did and what the task expects said, and the user ends with ###STOP###.
     tau2's evaluator scores it; `verification.verdict` is SUCCESS only at reward 1 (what
     `astra-toolgraph evolve export-user-sft` exports). The user's turns are templates over the task's own
     text: they teach when to stop, not how to talk."""
