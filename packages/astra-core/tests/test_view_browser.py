@@ -74,6 +74,25 @@ def test_filter_to_rejects_open_a_trajectory_and_see_its_tool_call(browser, tmp_
     assert page.errors == []
 
 
+def test_a_users_own_device_calls_show_in_its_turn(browser, tmp_path):
+    # tau2 telecom: the user toggled airplane mode on its phone before it wrote
+    phone = [{"role": "assistant", "content": None, "tool_calls": [{"id": "u1", "type": "function", "function": {
+                 "name": "toggle_airplane_mode", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "u1", "content": "Airplane Mode is now OFF."}]
+    messages = [{"role": "user", "content": "No data."}, {"role": "assistant", "content": "Turn airplane mode off."},
+                {"role": "user", "content": "Done, it is off.", "device": phone},
+                {"role": "user", "content": "odd", "device": ["x", None, {"role": "tool"}]}]
+    page = shots.open_report(browser, report(tmp_path, write_lines(tmp_path / "t.jsonl",
+                                                                   trajectory("t1", messages=messages))))
+    page.locator("#entries tbody tr").first.click()
+    device = page.locator(".transcript details.device").first
+    expect(device.locator("summary").first).to_have_text("on the user's own device: 1 call")
+    expect(device.locator("details.tool-call summary")).to_contain_text("toggle_airplane_mode")
+    expect(device.locator(".device-result")).to_contain_text("Airplane Mode is now OFF.")
+    expect(page.locator(".transcript")).to_contain_text("Done, it is off.")
+    assert page.errors == []
+
+
 # What each kind's view must show: (a selector in the detail view, text it contains).
 KIND_MARKS = {
     "trajectory": (".transcript details.tool-call summary", "get_weather"),

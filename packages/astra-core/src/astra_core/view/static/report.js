@@ -345,17 +345,30 @@
       parsed === undefined ? h("div", {class: "error"}, "arguments are not valid JSON:", longText(args, "pre")) : jsonBlock(parsed));
   }
 
+  // A user's own tool traffic before it wrote (tau2 telecom: its phone): its calls and what they returned.
+  function device(steps) {
+    const calls = steps.flatMap((step) => list(obj(step).tool_calls));
+    return h("details", {class: "device", open: true},
+      h("summary", null, `on the user's own device: ${calls.length} call${calls.length === 1 ? "" : "s"}`),
+      steps.map((step) => {
+        step = obj(step);
+        return step.role === "tool" ? h("div", {class: "device-result"}, contentNodes(step.content))
+                                    : list(step.tool_calls).map(toolCall);
+      }));
+  }
+
   function message(m) {
     if (m == null || typeof m !== "object") return h("div", {class: "turn role-unknown"}, jsonBlock(m));
     const role = m.role || "unknown";
     const observation = role === "tool" ? parseMaybe(m.content) : undefined;
     const failed = m.error != null || hasError(observation);
     const extra = Object.keys(m).filter((k) => !["role", "content", "tool_calls", "tool_call_id", "name",
-      "reasoning_content", "reasoning", "error"].includes(k));
+      "reasoning_content", "reasoning", "error", "device"].includes(k));
     return h("div", {class: `turn role-${cssName(role)}${failed ? " error" : ""}`},
       h("div", {class: "role"}, role, m.name ? ` · ${m.name}` : "", m.tool_call_id ? ` · ${m.tool_call_id}` : ""),
       m.reasoning_content ? reasoning(m.reasoning_content) : null,
       m.reasoning ? reasoning(m.reasoning) : null,
+      Array.isArray(m.device) && m.device.length ? device(m.device) : null,
       role === "tool" && observation !== undefined && typeof observation === "object" ? jsonBlock(observation) : contentNodes(m.content),
       list(m.tool_calls).map(toolCall),
       m.error != null ? h("div", {class: "error"}, "error: ", longText(m.error, "span")) : null,
