@@ -172,20 +172,24 @@ def test_tau2_samples_open_with_the_user_simulators_first_reply(recorded_llm, tm
     assert server.requests[0]["messages"][1]["content"] == "Hi! How can I help you today?"
 
 
-@pytest.fixture(scope="module")
-def tiny_llama_8k(tmp_path_factory):
-    """A random-init tiny Llama (SmolLM2's tokenizer) with room for tau2 retail's ~5.2k-token prompt."""
+def long_tiny_llama(directory, positions: int):
+    """A random-init tiny Llama (SmolLM2's tokenizer) with room for `positions` tokens."""
     import torch
     from grpo_support import tiny_config
     from transformers import AutoModelForCausalLM
 
-    directory = tmp_path_factory.mktemp("tiny-llama-8k")
     config = tiny_config("llama")
-    config.max_position_embeddings = 8192
+    config.max_position_embeddings = positions
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").save_pretrained(directory)
     load_tokenizer().save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_8k(tmp_path_factory):
+    """Room for tau2 retail's ~5.2k-token prompt."""
+    return long_tiny_llama(tmp_path_factory.mktemp("tiny-llama-8k"), 8192)
 
 
 def test_grpo_trains_a_step_on_tau2_retail(tau2, retail_sample, recorded_llm, tiny_llama_8k, tmp_path,
@@ -320,3 +324,41 @@ def test_a_telecom_oracle_conversation_has_the_user_act_and_scores_1(tau2):
     device = [m["device"][0]["tool_calls"][0]["function"]["name"] for m in record["messages"] if m.get("device")]
     assert device == ["toggle_airplane_mode", "toggle_roaming"]
     assert record["user"]["tools"]  # the user model's SFT data keeps its phone's tools
+
+
+def test_grpo_trains_a_step_on_tau2_telecom_where_the_user_fixes_the_phone(tau2, telecom_sample, recorded_llm,
+                                                                          tmp_path, fresh_accelerate_state):
+    """`astra-grpo train` on a telecom sample (a ~10k-token prompt: SmolLM2 itself has no room for it). The
+    random-init policy writes no tool calls, so every turn goes to the user simulator (RECORDED, a function of
+    what it sees): it toggles airplane mode, then roaming, on its phone, says so, and stops when spoken to
+    again. tau2's evaluator checks the phone's state: reward 1."""
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    def user_turn(body):
+        seen = [m["role"] for m in body["messages"]]
+        if seen[-1] == "tool":
+            return phone("toggle_roaming") if seen.count("tool") == 1 else "Both done, my data works now."
+        return phone("toggle_airplane_mode") if "tool" not in seen else "###STOP###"
+
+    server = recorded_llm(replies=[user_turn])
+    model = long_tiny_llama(tmp_path / "model", 16384)
+    samples = tmp_path / "rl.jsonl"
+    samples.write_text(json.dumps(telecom_sample) + "\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(model), "--max-turns", "3",
+        "--max-new-tokens", "8", "--max-prompt-length", "16384", "--max-response-length", "512",
+        "--output-dir", str(out), "--max-steps", "1", "--batch-size", "1", "--mini-batch-size", "1",
+        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
+        "--user-base-url", server.base_url, "--user-max-tokens", "16", "--max-user-turns", "2",
+        "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
+    assert result.exit_code == 0, result.output
+    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 2
+    for rollout in rollouts:
+        assert rollout["finish_reason"] == "user_stop", rollout.get("error")
+        assert rollout["reward"] == 1.0, rollout["reward_components"]
+        phone_calls = [c["function"]["name"] for m in rollout["messages"] for step in m.get("device") or []
+                       for c in step.get("tool_calls") or []]
+        assert phone_calls == ["toggle_airplane_mode", "toggle_roaming"]
