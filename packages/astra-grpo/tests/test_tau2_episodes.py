@@ -192,34 +192,41 @@ def tiny_llama_8k(tmp_path_factory):
     return long_tiny_llama(tmp_path_factory.mktemp("tiny-llama-8k"), 8192)
 
 
+def train_a_step(sample: dict, model, user_url: str, tmp_path, *options: str) -> tuple[list[dict], list[dict]]:
+    """`astra-grpo train` on one tau2 sample for one step of 1 prompt x 2 episodes: (metrics rows, rollouts)."""
+    from astra_grpo.cli import main
+    from click.testing import CliRunner
+
+    samples, out, rollouts = tmp_path / "rl.jsonl", tmp_path / "out", tmp_path / "rollouts.jsonl"
+    samples.write_text(json.dumps(sample) + "\n")
+    result = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(model), "--max-new-tokens", "8",
+        "--output-dir", str(out), "--max-steps", "1", "--batch-size", "1", "--mini-batch-size", "1",
+        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
+        "--user-base-url", user_url, "--user-max-tokens", "16", "--rollouts-out", str(rollouts), *options])
+    assert result.exit_code == 0, result.output
+    return read_jsonl(out / "metrics.jsonl"), read_jsonl(rollouts)
+
+
+def read_jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def test_grpo_trains_a_step_on_tau2_retail(tau2, retail_sample, recorded_llm, tiny_llama_8k, tmp_path,
                                            fresh_accelerate_state):
     """`astra-grpo train` on a tau2 sample: the random-init policy writes no tool calls, so every turn goes to
     the (recorded) user simulator, which stops; tau2's evaluator scores the untouched database 0 (the task
     wants an exchange). No sandbox is opened; the tau2 worker plays the environment."""
-    from astra_grpo.cli import main
-    from click.testing import CliRunner
-
     server = recorded_llm(replies=["###STOP###"] * 4)
-    samples = tmp_path / "rl.jsonl"
-    samples.write_text(json.dumps(retail_sample) + "\n")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, [
-        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(tiny_llama_8k), "--max-turns", "2",
-        "--max-new-tokens", "8", "--max-prompt-length", "8192", "--max-response-length", "256",
-        "--output-dir", str(out), "--max-steps", "1", "--batch-size", "1", "--mini-batch-size", "1",
-        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
-        "--user-base-url", server.base_url, "--user-max-tokens", "16", "--no-sandbox-jail",
-        "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
-    assert result.exit_code == 0, result.output
-    [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows, rollouts = train_a_step(retail_sample, tiny_llama_8k, server.base_url, tmp_path, "--max-turns", "2",
+                                  "--max-prompt-length", "8192", "--max-response-length", "256", "--no-sandbox-jail")
+    [row] = rows
     assert row["step"] == 1 and row["abf/capped"] == 1.0  # two rewards of 0: no signal, the batch was topped up
-    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 2
     for rollout in rollouts:
         assert rollout["finish_reason"] == "user_stop" and rollout["user_stop"] == "###STOP###", rollout.get("error")
         assert rollout["reward"] == 0.0 and rollout["reward_components"]["db_match"] is False
-    assert (out / "final" / "config.json").exists()
+    assert (tmp_path / "out" / "final" / "config.json").exists()
 
 
 @pytest.mark.slow
@@ -332,9 +339,6 @@ def test_grpo_trains_a_step_on_tau2_telecom_where_the_user_fixes_the_phone(tau2,
     random-init policy writes no tool calls, so every turn goes to the user simulator (RECORDED, a function of
     what it sees): it toggles airplane mode, then roaming, on its phone, says so, and stops when spoken to
     again. tau2's evaluator checks the phone's state: reward 1."""
-    from astra_grpo.cli import main
-    from click.testing import CliRunner
-
     def user_turn(body):
         seen = [m["role"] for m in body["messages"]]
         if seen[-1] == "tool":
@@ -343,18 +347,8 @@ def test_grpo_trains_a_step_on_tau2_telecom_where_the_user_fixes_the_phone(tau2,
 
     server = recorded_llm(replies=[user_turn])
     model = long_tiny_llama(tmp_path / "model", 16384)
-    samples = tmp_path / "rl.jsonl"
-    samples.write_text(json.dumps(telecom_sample) + "\n")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, [
-        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(model), "--max-turns", "3",
-        "--max-new-tokens", "8", "--max-prompt-length", "16384", "--max-response-length", "512",
-        "--output-dir", str(out), "--max-steps", "1", "--batch-size", "1", "--mini-batch-size", "1",
-        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
-        "--user-base-url", server.base_url, "--user-max-tokens", "16", "--max-user-turns", "2",
-        "--rollouts-out", str(tmp_path / "rollouts.jsonl")])
-    assert result.exit_code == 0, result.output
-    rollouts = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    _, rollouts = train_a_step(telecom_sample, model, server.base_url, tmp_path, "--max-turns", "3",
+                               "--max-prompt-length", "16384", "--max-response-length", "512", "--max-user-turns", "2")
     assert len(rollouts) == 2
     for rollout in rollouts:
         assert rollout["finish_reason"] == "user_stop", rollout.get("error")
