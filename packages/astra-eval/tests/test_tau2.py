@@ -46,8 +46,8 @@ def test_ground_truth_replay_scores_100_percent_on_every_telecom_task(tmp_path):
 
 
 def test_a_user_simulator_that_acts_on_its_device_is_scored_not_an_error(tmp_path, recorded_llm):
-    # Recorded replies over real HTTP: tau2's user simulator may call its own tools (telecom); the record keeps
-    # the conversation the agent saw, and tau2 scores what the user did.
+    # Recorded replies over real HTTP: tau2's user simulator may call its own tools (telecom); the record's
+    # messages are the conversation the agent saw plus the user's device traffic, and tau2 scores what it did.
     agent = recorded_llm(replies=["Please turn airplane mode off."], model_name="agent-model")
 
     def user_turn(body):
@@ -66,6 +66,9 @@ def test_a_user_simulator_that_acts_on_its_device_is_scored_not_an_error(tmp_pat
     assert result["error"] is None
     assert [m["role"] for m in result["messages"]] == ["assistant", "user", "assistant", "user"]
     assert all(isinstance(m["content"], str) for m in result["messages"])
+    # the user's call and its result ride on its next message, in the user's view, as astra-grpo writes them
+    assert [step["role"] for step in result["messages"][-1]["device"]] == ["assistant", "tool"]
+    assert result["messages"][-1]["device"][0]["tool_calls"][0]["function"]["name"] == "toggle_airplane_mode"
     [device_call] = [call for m in result["details"]["simulation"]["messages"] if m["role"] == "user"
                      for call in m.get("tool_calls") or []]
     assert device_call["name"] == "toggle_airplane_mode" and device_call["requestor"] == "user"

@@ -210,27 +210,33 @@ def _user_tools(environment) -> list | None:
 def openai_messages(simulation: SimulationRun) -> list[dict]:
     """The conversation in OpenAI form, as the agent saw it: user turns are 'user', the results of the agent's
     calls 'tool'. The user's own tool calls on their device (telecom) and their results went between the user
-    and the environment, never to the agent, and are left out (`details.simulation` keeps every message)."""
-    converted = []
+    and the environment, never to the agent: they ride on the user's next message as its `device` traffic (in
+    the user's view: its calls as 'assistant' tool calls, their results as 'tool'), as astra-grpo's episodes
+    write them (`details.simulation` keeps tau2's own messages)."""
+    converted, device = [], []
     for message in simulation.messages:
-        if _users_tool_traffic(message):
+        if message.role == "user" and getattr(message, "tool_calls", None):
+            device.append({"role": "assistant", "content": message.content, "tool_calls": _calls(message)})
+            continue
+        if message.role == "tool" and message.requestor == "user":
+            device.append({"role": "tool", "tool_call_id": message.id, "content": message.content})
             continue
         entry: dict[str, Any] = {"role": message.role, "content": message.content}
         if message.role == "tool":
             entry["tool_call_id"] = message.id
         elif getattr(message, "tool_calls", None):
-            entry["tool_calls"] = [{"id": call.id, "type": "function",
-                                    "function": {"name": call.name, "arguments": _json(call.arguments)}}
-                                   for call in message.tool_calls]
+            entry["tool_calls"] = _calls(message)
+        if message.role == "user" and device:
+            entry["device"], device = device, []
         converted.append(entry)
+    if device:  # the user acted, then the conversation ended before it wrote
+        converted.append({"role": "user", "content": "", "device": device})
     return converted
 
 
-def _users_tool_traffic(message) -> bool:
-    """A user's tool calls (a UserMessage with tool_calls) or a tool's answer to them (requestor 'user')."""
-    if message.role == "user":
-        return bool(getattr(message, "tool_calls", None))
-    return message.role == "tool" and message.requestor == "user"
+def _calls(message) -> list[dict]:
+    return [{"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _json(call.arguments)}}
+            for call in message.tool_calls]
 
 
 def _json(value: Any) -> str:
