@@ -45,6 +45,7 @@ def turn(content: str | None = None, *calls: dict, reasoning: str | None = None)
 
 CAPITAL, POPULATION = call("get_capital", country="Norway"), call("get_population", city="Oslo")
 ANSWER = "About 709,000 people live in Oslo."
+PHONE_SAID = "Wi-Fi: ON (connected to HomeNet)"  # what the user's phone answered: never for the policy's eyes
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Scenario:
     template_kwargs: dict | None = None
     max_response_length: int = 4096
     failing_tool: str | None = None         # this tool answers with an error
+    user_device: tuple = ()                 # the user's own tool traffic before its first reply (tau2 telecom)
 
 
 SCENARIOS = {
@@ -71,6 +73,10 @@ SCENARIOS = {
                             turn("It is Oslo.")],
                            user_replies=("Norway, please.", "Thanks! ###STOP###")),
     "truncated": Scenario([turn(None, CAPITAL), turn("A very long answer " * 40)], max_response_length=120),
+    "user_on_device": Scenario([turn("Please turn Wi-Fi on."), turn("Great, it is on.")],
+                               user_replies=("Done.", "Thanks! ###STOP###"),
+                               user_device=({"role": "assistant", "content": None, "tool_calls": [call("toggle_wifi")]},
+                                            {"role": "tool", "tool_call_id": "c_toggle_wifi", "content": PHONE_SAID})),
 }
 
 
@@ -136,13 +142,14 @@ class RecordedEnvironment:
 
 
 class ScriptedUser:
-    def __init__(self, replies):
-        self.replies = list(replies)
+    def __init__(self, replies, device=()):
+        self.replies, self.device = list(replies), device
 
     def reply(self, user, messages, act=None):
         text = self.replies.pop(0)
         stop = "###STOP###" if "###STOP###" in text else None
-        return UserTurn(content=text.replace("###STOP###", "").strip(), stop=stop)
+        device, self.device = self.device, ()
+        return UserTurn(content=text.replace("###STOP###", "").strip(), stop=stop, device=device)
 
 
 def play(family: str, scenario: Scenario):
@@ -154,7 +161,8 @@ def play(family: str, scenario: Scenario):
     runner = EpisodeRunner(policy, renderer, RecordedEnvironment(scenario.failing_tool),
                            RolloutSettings(max_turns=6, max_new_tokens=400,
                                            max_response_length=scenario.max_response_length),
-                           reward_fn=lambda episode: (1.0, {}), user_simulator=ScriptedUser(scenario.user_replies))
+                           reward_fn=lambda episode: (1.0, {}),
+                           user_simulator=ScriptedUser(scenario.user_replies, scenario.user_device))
     [group] = runner.play([sample], group_size=1)
     return renderer, sample, group.episodes[0], policy
 
@@ -170,7 +178,8 @@ def test_episode_tokens_are_the_templates_own(family, scenario_name):
     renderer, sample, episode, policy = play(family, scenario)
     tokenizer, tools = renderer.tokenizer, sample["tools"]
     assert episode.finish_reason != "error", episode.error
-    expected_end = {"truncated": "max_length", "user_turns": "user_stop"}.get(scenario_name, "no_tool_call")
+    expected_end = {"truncated": "max_length", "user_turns": "user_stop",
+                    "user_on_device": "user_stop"}.get(scenario_name, "no_tool_call")
     assert episode.finish_reason == expected_end
     if scenario_name == "parallel_calls":  # answered as two calls, or as one unreadable block with an error
         assert episode.tool_calls == 2 or (renderer.call_style == "json" and episode.malformed_calls == 1)
@@ -201,6 +210,12 @@ def test_episode_tokens_are_the_templates_own(family, scenario_name):
         ids, mask = renderer.encode(episode.messages, tools)
         assert ids == episode.token_ids + renderer.closing_ids(True)
         assert mask == episode.loss_mask + [0] * len(renderer.closing_ids(True))
+
+    if scenario.user_device:  # the user's device traffic rode on its message, and the template never rendered it
+        assert [m.get("device") for m in episode.messages if m["role"] == "user"][1] == list(scenario.user_device)
+        assert PHONE_SAID not in tokenizer.decode(episode.token_ids)
+        plain = [{k: v for k, v in m.items() if k != "device"} for m in episode.messages]
+        assert renderer.render(plain, tools) == renderer.render(episode.messages, tools)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
