@@ -64,6 +64,26 @@ def test_a_tools_parameter_schema_is_typed_where_stages_read_it(parameters, fiel
     assert info.value.field == field
 
 
+@pytest.mark.parametrize("kind", ["rl_sample", "trajectory"])
+@pytest.mark.parametrize(("user", "field"), [
+    ({"instruction": "Get online.", "tools": "phone"}, "user.tools"),
+    ({"instruction": "Get online.", "tools": [{"type": "function"}]}, "user.tools[0]"),
+    ({"instruction": 5}, "user.instruction"),
+    ({"private_info": "ada@example.com"}, "user"),
+    ("Get online.", "user"),
+])
+def test_a_user_simulator_profile_is_typed(kind, user, field):
+    """A user's tools reach the user model's endpoint and a tau2 environment: a wrong shape is a field named,
+    never sent (a string of tools became a list of letters)."""
+    record = {**copy.deepcopy(example_of(kind)), "user": user}
+    with pytest.raises(RecordError) as info:
+        validate(record, kind)
+    assert info.value.field == field
+    validate({**record, "user": {"instruction": "Get online.", "private_info": {"sim": "esim"},
+                                 "tools": example_of("tool_server")["tools"]}}, kind)
+    validate({**record, "user": None}, kind)
+
+
 def test_tool_message_needs_its_call_id():
     rec = {"id": "t2", "meta": {}, "tools": [], "messages": [{"role": "tool", "content": "42"}]}
     problems = errors(rec, "trajectory")

@@ -61,6 +61,7 @@ def test_export_rl_checks_the_domains_file(tmp_path):
     ({**TRAJECTORY, "user": "find stuff"}, "user"),
     ({**TRAJECTORY, "user": ["x"]}, "user"),
     ({**TRAJECTORY, "user": {"instruction": 5}}, "user.instruction"),
+    ({**TRAJECTORY, "user": {"instruction": "x", "tools": "phone"}}, "user.tools"),
     ({**TRAJECTORY, "user_stop": 5}, "user_stop"),
 ])
 def test_export_user_sft_rejects_a_wrong_typed_trajectory_naming_the_field(tmp_path, bad, field):

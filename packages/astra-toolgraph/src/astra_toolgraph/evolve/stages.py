@@ -24,8 +24,7 @@ from astra_toolgraph.evolve.plans import AgentFailed
 _SCHEMAS = "https://astra-toolkit.dev/schemas/"
 _STRING = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STRING}
-_USER = {"type": "object", "required": ["instruction"],
-         "properties": {"instruction": _STRING, "private_info": {"type": ["string", "object", "array", "null"]}}}
+_USER = {"$ref": _SCHEMAS + "common.json#/$defs/user_profile"}
 # A verdict: `verdict` is what every reader reads; reflect also reads a failure's rationale and, for a
 # trajectory, its TASK/TRAJECTORY attribution.
 _VERIFICATION = {"type": "object", "required": ["verdict"],
@@ -48,7 +47,7 @@ _TASK_FIELDS = {"user": _USER, "expected_state": {"type": "object"}, "ignore_fie
                 "verification": _VERIFICATION, "plan_id": _STRING, "specification": _STRING,
                 "expected_answer": _STRING, "expected_actions": {"type": "array", "items": _ACTION},
                 "synthesis": _SYNTHESIS}
-_TRAJECTORY_FIELDS = {"plan_id": {"type": ["string", "null"]}, "user": {**_USER, "type": ["object", "null"]}, "user_stop": {"type": ["string", "null"]},
+_TRAJECTORY_FIELDS = {"plan_id": {"type": ["string", "null"]}, "user": {"anyOf": [{"type": "null"}, _USER]}, "user_stop": {"type": ["string", "null"]},
                       "state_check": _STATE_CHECK, "verification": _VERIFICATION}
 
 DOMAIN_RECORD = {
