@@ -11,7 +11,7 @@ import sys
 RUN_CLI = "from astra_grpo.cli import main; main(prog_name='astra-grpo')"
 
 
-def sft(tmp_path, model, *, env: dict) -> subprocess.CompletedProcess:
+def sft(tmp_path, model, *options: str, env: dict) -> subprocess.CompletedProcess:
     from astra_core.formats_doc import example
 
     data = tmp_path / "trajectories.jsonl"
@@ -20,7 +20,7 @@ def sft(tmp_path, model, *, env: dict) -> subprocess.CompletedProcess:
     # HOME: no ~/.netrc or wandb settings of the machine's user
     env = {**clean, "HOME": str(tmp_path / "home"), "WANDB_DIR": str(tmp_path), **env}
     argv = [sys.executable, "-c", RUN_CLI, "sft", str(data), "--config", "sft_tiny_cpu.yaml", "--model", str(model),
-            "--output-dir", str(tmp_path / "out"), "--max-steps", "2", "--report-to", "wandb"]
+            "--output-dir", str(tmp_path / "out"), "--report-to", "wandb", *(options or ("--max-steps", "2"))]
     return subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=600)
 
 
@@ -46,3 +46,16 @@ def test_wandb_without_credentials_stops_in_one_line_before_loading_the_model(tm
     assert line.startswith("Error: --report-to wandb: the tracker did not start: "), line
     assert "API key" in line and "WANDB_MODE=offline" in line and "--report-to none" in line
     assert "no-model-here" not in result.stderr  # it stopped before looking for the model
+
+
+def test_a_resumed_run_goes_on_logging_to_the_wandb_run_it_continues(tiny_llama, tmp_path):
+    first = sft(tmp_path, tiny_llama, "--max-steps", "1", "--save-state-steps", "1", env={"WANDB_MODE": "offline"})
+    assert first.returncode == 0, first.stderr
+    resumed = sft(tmp_path, tiny_llama, "--max-steps", "2", "--resume", env={"WANDB_MODE": "offline"})
+    assert resumed.returncode == 0, resumed.stderr
+    runs = sorted(path.name for path in (tmp_path / "wandb").glob("offline-run-*"))
+    run_id = (tmp_path / "out" / "wandb_run_id").read_text().strip()
+    assert len(runs) == 2 and all(name.endswith("-" + run_id) for name in runs)  # one wandb run, logged twice
+    fresh = sft(tmp_path, tiny_llama, "--max-steps", "1", env={"WANDB_MODE": "offline"})  # no --resume: a new run
+    assert fresh.returncode == 0, fresh.stderr
+    assert (tmp_path / "out" / "wandb_run_id").read_text().strip() != run_id

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+import uuid
 from pathlib import Path
 
 from astra_core.extras import require
@@ -13,6 +15,7 @@ from astra_core.extras import require
 from astra_grpo.config import TrainConfig, to_dict
 
 METRICS_FILE = "metrics.jsonl"
+WANDB_RUN_FILE = "wandb_run_id"
 # Trackers whose library is an extra of ours (accelerate would silently drop a tracker that is not installed).
 TRACKER_EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}
 TRACKER_HINTS = {"wandb": "WANDB_MODE=offline: a local run, no account"}
@@ -38,13 +41,25 @@ def start_trackers(accelerator, config: TrainConfig) -> None:
     model, so that a tracker that cannot start fails in seconds, not after minutes of loading."""
     if not accelerator.log_with:
         return
+    kwargs = {"wandb": _wandb_run(config)} if "wandb" in trackers(config) and accelerator.is_main_process else {}
     try:
-        accelerator.init_trackers(config.run_name, config=_flat(config))
+        accelerator.init_trackers(config.run_name, config=_flat(config), init_kwargs=kwargs)
     except Exception as exc:  # noqa: BLE001 - any tracker's failure to start, reported in one line
         wanted = trackers(config)
         hints = "; ".join(TRACKER_HINTS[name] for name in wanted if name in TRACKER_HINTS)
         raise TrackerError(f"--report-to {','.join(wanted)}: the tracker did not start: {exc} "
                            f"({hints + '; ' if hints else ''}--report-to none: no tracker)") from exc
+
+
+def _wandb_run(config: TrainConfig) -> dict:
+    """The wandb run of this output directory: a `--resume`d run goes on logging to the run it continues
+    (its id is kept in OUTPUT_DIR/wandb_run_id), a fresh one starts a new run. WANDB_RUN_ID, if set, decides."""
+    if os.environ.get("WANDB_RUN_ID"):
+        return {}
+    path = Path(config.output_dir) / WANDB_RUN_FILE
+    run_id = path.read_text().strip() if config.resume and path.exists() else uuid.uuid4().hex[:8]
+    path.write_text(run_id + "\n")
+    return {"id": run_id, "resume": "allow"}
 
 
 def _flat(config: TrainConfig) -> dict:
