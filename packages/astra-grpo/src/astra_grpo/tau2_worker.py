@@ -146,7 +146,7 @@ def tau2_messages(messages: list[dict]) -> list:
     """An episode's OpenAI messages as tau2 messages (the system prompt is not part of tau2's trajectory). A
     user message's `device` traffic (its own tool calls and their results, in the user's view) comes first,
     as tau2's user simulator makes it: a user message of tool calls, then their results."""
-    from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
+    from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
 
     out = []
     for turn, message in enumerate(messages):
@@ -155,10 +155,8 @@ def tau2_messages(messages: list[dict]) -> list:
             device = message.get("device") or []
             for step in device:
                 if step["role"] == "assistant":
-                    calls = [ToolCall(id=call.get("id", ""), name=call["function"]["name"],
-                                      arguments=_arguments(call["function"].get("arguments")), requestor="user")
-                             for call in step.get("tool_calls") or []]
-                    out.append(UserMessage(role="user", content=None, tool_calls=calls, turn_idx=turn))
+                    out.append(UserMessage(role="user", content=None, tool_calls=_tool_calls(step, "user"),
+                                           turn_idx=turn))
                 else:
                     text = step.get("content") or ""
                     out.append(ToolMessage(id=step.get("tool_call_id", ""), role="tool", content=text,
@@ -166,9 +164,7 @@ def tau2_messages(messages: list[dict]) -> list:
             if content or not device:
                 out.append(UserMessage(role="user", content=content or "", turn_idx=turn))
         elif role == "assistant":
-            calls = [ToolCall(id=call.get("id", ""), name=call["function"]["name"],
-                              arguments=_arguments(call["function"].get("arguments")), requestor="assistant")
-                     for call in message.get("tool_calls") or []]
+            calls = _tool_calls(message, "assistant")
             out.append(AssistantMessage(role="assistant", content=content or None, tool_calls=calls or None,
                                         turn_idx=turn))
         elif role == "tool":
@@ -176,6 +172,15 @@ def tau2_messages(messages: list[dict]) -> list:
             out.append(ToolMessage(id=message.get("tool_call_id", ""), role="tool", content=text,
                                    requestor="assistant", error=text.startswith("Error"), turn_idx=turn))
     return out
+
+
+def _tool_calls(message: dict, requestor: str) -> list:
+    """An OpenAI message's tool calls as tau2's, made by `requestor` ("assistant", or "user" on its device)."""
+    from tau2.data_model.message import ToolCall
+
+    return [ToolCall(id=call.get("id", ""), name=call["function"]["name"],
+                     arguments=_arguments(call["function"].get("arguments")), requestor=requestor)
+            for call in message.get("tool_calls") or []]
 
 
 def _arguments(value) -> dict:

@@ -41,11 +41,11 @@ def start_trackers(accelerator, config: TrainConfig) -> None:
     model, so that a tracker that cannot start fails in seconds, not after minutes of loading."""
     if not accelerator.log_with:
         return
-    kwargs = {"wandb": _wandb_run(config)} if "wandb" in trackers(config) and accelerator.is_main_process else {}
+    wanted = trackers(config)
+    kwargs = {"wandb": _wandb_run(config)} if "wandb" in wanted and accelerator.is_main_process else {}
     try:
         accelerator.init_trackers(config.run_name, config=_flat(config), init_kwargs=kwargs)
     except Exception as exc:  # noqa: BLE001 - any tracker's failure to start, reported in one line
-        wanted = trackers(config)
         hints = "; ".join(TRACKER_HINTS[name] for name in wanted if name in TRACKER_HINTS)
         raise TrackerError(f"--report-to {','.join(wanted)}: the tracker did not start: {exc} "
                            f"({hints + '; ' if hints else ''}--report-to none: no tracker)") from exc

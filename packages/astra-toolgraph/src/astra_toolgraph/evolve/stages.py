@@ -47,7 +47,8 @@ _TASK_FIELDS = {"user": _USER, "expected_state": {"type": "object"}, "ignore_fie
                 "verification": _VERIFICATION, "plan_id": _STRING, "specification": _STRING,
                 "expected_answer": _STRING, "expected_actions": {"type": "array", "items": _ACTION},
                 "synthesis": _SYNTHESIS}
-_TRAJECTORY_FIELDS = {"plan_id": {"type": ["string", "null"]}, "user": {"anyOf": [{"type": "null"}, _USER]}, "user_stop": {"type": ["string", "null"]},
+# (a trajectory's `user` is typed by trajectory.json itself)
+_TRAJECTORY_FIELDS = {"plan_id": {"type": ["string", "null"]}, "user_stop": {"type": ["string", "null"]},
                       "state_check": _STATE_CHECK, "verification": _VERIFICATION}
 
 DOMAIN_RECORD = {
