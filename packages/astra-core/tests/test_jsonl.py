@@ -2,7 +2,7 @@ import io
 import sys
 
 import pytest
-from astra_core.jsonl import MalformedLine, read_jsonl, write_jsonl
+from astra_core.jsonl import MalformedLine, UnreadableInput, read_jsonl, write_jsonl
 
 
 def write(tmp_path, text: str):
@@ -66,3 +66,48 @@ def test_write_then_read_round_trip(tmp_path):
 def test_reads_stdin(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"id": "s"}\n')))
     assert [r["id"] for r in read_jsonl("-")] == ["s"]
+
+
+LINES = b'{"id": "a"}\n\n{"id": "b", "meta": {"k": 1}}\n'
+COMPRESSORS = {"gz": __import__("gzip").compress, "bz2": __import__("bz2").compress, "xz": __import__("lzma").compress}
+
+
+@pytest.mark.parametrize("suffix", COMPRESSORS)
+def test_compressed_files_are_read_as_their_lines(tmp_path, suffix):
+    """Datasets are often shipped as .jsonl.gz / .bz2 / .xz: read as is, recognised by their bytes, not their name."""
+    path = tmp_path / "records.data"
+    path.write_bytes(COMPRESSORS[suffix](LINES))
+    assert list(read_jsonl(path)) == [{"id": "a"}, {"id": "b", "meta": {"k": 1}}]
+
+
+def test_a_compressed_stdin_is_read_as_its_lines(monkeypatch):
+    stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(COMPRESSORS["gz"](LINES))))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert [r["id"] for r in read_jsonl("-")] == ["a", "b"]
+
+
+def test_a_bad_line_in_a_compressed_file_is_named_by_its_line(tmp_path):
+    path = tmp_path / "in.jsonl.gz"
+    path.write_bytes(COMPRESSORS["gz"](b'{"id": "a"}\n{"id": \n'))
+    with pytest.raises(MalformedLine) as info:
+        list(read_jsonl(path))
+    assert str(info.value).startswith(f"{path}:2: invalid JSON")
+
+
+def test_a_truncated_compressed_file_is_an_error_after_the_lines_it_holds(tmp_path):
+    whole = COMPRESSORS["gz"](b"".join(b'{"id": "r%d", "text": "%s"}\n' % (i, b"x" * i) for i in range(200)))
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    seen = []
+    with pytest.raises(UnreadableInput) as info:
+        seen.extend(read_jsonl(path))
+    assert seen and [r["id"] for r in seen] == [f"r{i}" for i in range(len(seen))]
+    assert str(info.value).startswith(f"{path}: the compressed data is broken after line {len(seen)} ")
+    assert isinstance(info.value, OSError)  # stage commands print an OSError as one line
+
+
+def test_zstd_input_says_to_decompress_it_first(tmp_path):
+    path = tmp_path / "in.jsonl.zst"
+    path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 16)  # a zstd frame's magic number
+    with pytest.raises(UnreadableInput, match=r"in\.jsonl\.zst: zstd-compressed; decompress it first"):
+        list(read_jsonl(path))

@@ -27,6 +27,14 @@ def test_count_lines_counts_records_of_files_and_gives_up_on_stdin(tmp_path):
     assert count_lines([str(tmp_path / "a.jsonl")], limit_bytes=4) is None
 
 
+def test_a_compressed_input_has_no_line_count(tmp_path):
+    """Newlines in compressed bytes are not records: no total (and no false ETA) rather than a wrong one."""
+    import gzip
+
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(b"".join(b'{"id": %d}\n' % i for i in range(500))))
+    assert count_lines([str(tmp_path / "a.jsonl.gz")]) is None
+
+
 class Log(io.StringIO):
     def isatty(self):
         return False

@@ -153,6 +153,26 @@ def test_skip_bad_sends_bad_lines_to_rejects(tmp_path, capsysbinary):
     assert "record 'b': field tools" in reasons[1]
 
 
+def test_a_gzipped_input_is_staged_like_its_plain_text(tmp_path, capsysbinary):
+    """The same lines gzipped: the same outputs, and a bad line rejected under the .gz file's name and line."""
+    import gzip
+
+    lines = ('{"id": "a", "meta": {}, "server_id": "s", "tools": ["x"]}\nnot json\n'
+             '{"id": "b", "meta": {}, "server_id": "s", "tools": []}\n')
+    runs = {}
+    for name, data in (("in.jsonl", lines.encode()), ("in.jsonl.gz", gzip.compress(lines.encode()))):
+        (tmp_path / name).write_bytes(data)
+        out, rej = tmp_path / f"{name}.out", tmp_path / f"{name}.rej"
+        with Stage("test", StageOptions(inputs=(str(tmp_path / name),), output=str(out), rejects=str(rej),
+                                        skip_bad=True), in_kind="tool_chain") as stage:
+            stage.run(lambda r: r)
+        assert (stage.counts.read, stage.counts.written, stage.counts.rejected) == (3, 1, 2)
+        runs[name] = (read(out), [r["reason"] for r in read(rej)])
+    assert runs["in.jsonl.gz"][0] == runs["in.jsonl"][0]
+    assert f"{tmp_path / 'in.jsonl.gz'}:2: invalid JSON" in runs["in.jsonl.gz"][1][0]
+    assert "record 'b': field tools" in runs["in.jsonl.gz"][1][1]
+
+
 def test_invalid_output_is_rejected_not_written(tmp_path, capsysbinary):
     inp = write_input(tmp_path / "in.jsonl", records(2))
     rej = tmp_path / "rej.jsonl"
@@ -271,3 +291,23 @@ def test_reject_reasons_are_counted_by_whole_words_and_closed_parentheses(reason
 
     assert _reason_key(reason) == key
     assert len(key) <= 82
+
+
+def test_output_and_rejects_named_gz_are_gzip_compressed(tmp_path, capsysbinary):
+    import gzip
+
+    inp = write_input(tmp_path / "in.jsonl", records(10))
+    out, rej = tmp_path / "out.jsonl.gz", tmp_path / "rej.jsonl.gz"
+    with Stage("test fanout", StageOptions(inputs=(inp,), output=str(out), rejects=str(rej))) as stage:
+        stage.run(fanout)
+    assert out.read_bytes()[:2] == rej.read_bytes()[:2] == b"\x1f\x8b"
+    written = [orjson.loads(line) for line in gzip.decompress(out.read_bytes()).splitlines()]
+    assert written == read(out) and len(written) == stage.counts.written > 0
+    assert len(read(rej)) == stage.counts.rejected > 0
+
+
+def test_resume_refuses_a_compressed_output(tmp_path, capsysbinary):
+    inp = write_input(tmp_path / "in.jsonl", records(2))
+    with pytest.raises(StageError, match=r"--resume cannot append to a compressed file \(.*out\.jsonl\.gz\)"):
+        with Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "out.jsonl.gz"), resume=True)):
+            pass

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,24 +42,56 @@ class MalformedLine(RecordError):
         self.text = text
 
 
-def _open_binary(path: str) -> IO[bytes]:
-    if path == "-":
-        return sys.stdin.buffer
-    return open(path, "rb")  # noqa: SIM115 - closed by the caller
+# Compressed inputs are recognised by their first bytes (stdin too), not by their name.
+_DECOMPRESSORS = {b"\x1f\x8b": gzip.GzipFile, b"BZh": bz2.BZ2File, b"\xfd7zXZ\x00": lzma.LZMAFile}
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+class UnreadableInput(OSError):
+    """An input file whose bytes cannot be read as (possibly compressed) JSONL."""
+
+
+def is_compressed(path: str) -> bool:
+    """Whether a file's first bytes are those of a compressed stream we read (or refuse) as JSONL."""
+    with open(path, "rb") as handle:
+        head = handle.read(6)
+    return head.startswith(_ZSTD_MAGIC) or any(head.startswith(magic) for magic in _DECOMPRESSORS)
+
+
+def _open_binary(path: str, name: str) -> tuple[IO[bytes], IO[bytes]]:
+    """(the file or stdin, what to read lines from: the file itself or its decompressed stream)."""
+    raw = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 - closed by the caller
+    head = raw.peek(6)[:6] if hasattr(raw, "peek") else b""
+    if head.startswith(_ZSTD_MAGIC):
+        raw.close() if raw is not sys.stdin.buffer else None
+        raise UnreadableInput(f"{name}: zstd-compressed; decompress it first (zstd -dc FILE | ... -)")
+    for magic, decompressor in _DECOMPRESSORS.items():
+        if head.startswith(magic):
+            return raw, decompressor(fileobj=raw) if decompressor is gzip.GzipFile else decompressor(raw)
+    return raw, raw
 
 
 def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
-    """(source, line number, bytes) for every non-blank line of every input ('-' is stdin)."""
+    """(source, line number, bytes) for every non-blank line of every input ('-' is stdin). gzip, bzip2 and xz
+    inputs are decompressed on the fly."""
     for path in paths:
         name = "<stdin>" if path == "-" else path
-        handle = _open_binary(path)
+        raw, lines = _open_binary(path, name)
+        lineno = 0
         try:
-            for lineno, raw in enumerate(handle, start=1):
-                if raw.strip():
-                    yield name, lineno, raw
+            for lineno, line in enumerate(lines, start=1):  # noqa: B007 - lineno is read after a failed read
+                if line.strip():
+                    yield name, lineno, line
+        except (EOFError, zlib.error, OSError) as exc:
+            if lines is raw:
+                raise
+            raise UnreadableInput(f"{name}: the compressed data is broken after line {lineno} "
+                                  f"({exc}); the lines before it were read") from None
         finally:
-            if handle is not sys.stdin.buffer:
-                handle.close()
+            if lines is not raw:
+                lines.close()
+            if raw is not sys.stdin.buffer:
+                raw.close()
 
 
 def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = None) -> Line:

@@ -39,7 +39,9 @@ def stage_options(f: Callable) -> Callable:
     """INPUTS..., -o/--output, --rejects, --shard i/n, --skip-bad, --resume, --progress/--no-progress, --fail-fast."""
     return _apply([
         click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False)),
-        click.option("-o", "--output", default="-", show_default="stdout", help="Write output records here."),
+        click.option("-o", "--output", default="-", show_default="stdout",
+                     help="Write output records here (FILE.gz: gzip-compressed; FILE.parquet: parquet). Inputs may be "
+                          "gzip, bzip2 or xz compressed."),
         click.option("--rejects", type=click.Path(dir_okay=False),
                      help="Write every dropped record here with the reason (JSONL)."),
         click.option("--shard", callback=_parse_shard, metavar="I/N",

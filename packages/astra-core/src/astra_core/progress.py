@@ -139,9 +139,11 @@ def _isatty(stream: Any) -> bool:
 
 
 def count_lines(paths: tuple[str, ...] | list[str], limit_bytes: int = 1 << 30) -> int | None:
-    """Lines in these files (records of JSONL inputs), or None when one is stdin or they are too big to
-    count cheaply."""
-    if any(path == "-" or not os.path.isfile(path) for path in paths):
+    """Lines in these files (records of JSONL inputs), or None when one is stdin, compressed, or they are too
+    big to count cheaply."""
+    from astra_core.jsonl import is_compressed
+
+    if any(path == "-" or not os.path.isfile(path) or is_compressed(path) for path in paths):
         return None
     if sum(os.path.getsize(path) for path in paths) > limit_bytes:
         return None

@@ -195,6 +195,15 @@ def _truncate_partial_last_line(path: str) -> None:
             handle.truncate(data.rfind(b"\n") + 1)
 
 
+def _open_output(path: str, mode: str) -> IO[bytes]:
+    """An output or rejects file; a name ending in .gz is written gzip-compressed."""
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, mode)  # type: ignore[return-value]
+    return open(path, mode)  # noqa: SIM115 - closed in __exit__
+
+
 class Stage:
     def __init__(self, command: str, options: StageOptions, *, in_kind: str | dict | None = None,
                  out_kind: str | None = None, model: str | None = None, seed: int | None = None,
@@ -234,6 +243,10 @@ class Stage:
         if opts.resume:
             if opts.output == "-":
                 raise StageError("--resume needs -o FILE: it skips ids already in that file")
+            compressed = [path for path in (opts.output, opts.rejects) if path and path.endswith(".gz")]
+            if compressed:
+                raise StageError(f"--resume cannot append to a compressed file ({compressed[0]}): a run cut short "
+                                 "leaves it unreadable; write JSONL and compress it at the end")
             _truncate_partial_last_line(opts.output)
             self._done = _done_ids([opts.output] + ([opts.rejects] if opts.rejects else []))
         mode = "ab" if opts.resume else "wb"
@@ -243,11 +256,11 @@ class Stage:
             self._parquet = _parquet_writer()
             self._out = tempfile.TemporaryFile()  # noqa: SIM115 - spooled JSONL, converted on exit
         else:
-            self._out = sys.stdout.buffer if opts.output == "-" else open(opts.output, mode)  # noqa: SIM115
+            self._out = sys.stdout.buffer if opts.output == "-" else _open_output(opts.output, mode)
         if opts.rejects:
             if opts.resume:
                 _truncate_partial_last_line(opts.rejects)
-            self._rejects = open(opts.rejects, mode)  # noqa: SIM115
+            self._rejects = _open_output(opts.rejects, mode)
         from astra_core.progress import Progress, count_lines
 
         total = self._total if self._total is not None else (lambda: count_lines(opts.inputs))
