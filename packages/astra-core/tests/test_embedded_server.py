@@ -202,3 +202,22 @@ def test_a_client_that_gives_up_before_the_reply_is_no_traceback_and_the_server_
     finally:
         server.shutdown()
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["no directory", "no weights"])
+def test_serving_a_checkpoint_that_does_not_load_is_one_line_naming_it(tmp_path, how):
+    import shutil
+
+    from astra_core.cli import main
+    from astra_core.local.model import default_model_dir
+    from click.testing import CliRunner
+
+    model = tmp_path / "model"
+    if how == "no weights":
+        shutil.copytree(default_model_dir(), model)
+        (model / "model.safetensors").unlink()
+    result = CliRunner().invoke(main, ["serve", "--model", str(model), "--port", "0"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {model}")
+    assert ("no config.json" if how == "no directory" else "the model does not load (OSError") in line

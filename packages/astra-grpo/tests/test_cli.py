@@ -99,6 +99,47 @@ def test_sft_command_trains_a_tiny_model(tiny_llama, tmp_path, fresh_accelerate_
     assert list((tmp_path / "out").rglob("events.out.tfevents.*"))  # the TensorBoard tracker wrote
 
 
+def broken_checkpoint(tiny_llama, directory, how: str):
+    """A copy of a real checkpoint broken the ways a copy or download breaks."""
+    import shutil
+
+    if how == "no directory":
+        return directory / "missing"
+    shutil.copytree(tiny_llama, directory)
+    weights = directory / "model.safetensors"
+    if how == "no weights":
+        weights.unlink()
+    elif how == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:300])
+    elif how == "no tokenizer":
+        for path in directory.glob("tokenizer*"):
+            path.unlink()
+    return directory
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+@pytest.mark.parametrize("how, said", [
+    ("no directory", "is not a local transformers checkpoint (no config.json)"),
+    ("no weights", "the model does not load (OSError: "),
+    ("truncated weights", "the model does not load (SafetensorError: "),
+    ("no tokenizer", "the tokenizer does not load ("),
+])
+def test_a_checkpoint_that_does_not_load_is_one_line_naming_it(tiny_llama, tmp_path, fresh_accelerate_state,
+                                                               command, how, said):
+    """A wrong --model or a half-copied checkpoint: exit 1 and one line naming the directory, no traceback."""
+    from astra_core.formats_doc import example
+
+    model = broken_checkpoint(tiny_llama, tmp_path / "model", how)
+    data = (write(tmp_path / "t.jsonl", [dict(example("trajectory"), id="t0")]) if command == "sft"
+            else write(tmp_path / "s.jsonl", [rl_sample("rl-0")]))
+    result = CliRunner().invoke(main, [command, str(data), "--model", str(model), "--output-dir", str(tmp_path / "out"),
+                                       "--report-to", ""])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {model}") and said in line
+
+
 def test_rollout_takes_a_bundled_config_and_stops_in_one_line_when_the_policy_cannot_load(tmp_path):
     samples = write(tmp_path / "s.jsonl", [rl_sample("rl-0"), rl_sample("rl-1")])
     result = CliRunner().invoke(main, ["rollout", str(samples), "--config", "grpo_tiny_cpu.yaml",

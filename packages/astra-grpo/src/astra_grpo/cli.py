@@ -32,8 +32,10 @@ from astra_grpo.play import Player, play_samples
 
 
 def config_errors(f):
-    """A bad config, a chat template we cannot render incrementally, no interpreter with tau2 for tau2
-    samples, or a tracker that does not start, is a one-line error."""
+    """A bad config, a model path that holds no checkpoint, a chat template we cannot render incrementally, no
+    interpreter with tau2 for tau2 samples, or a tracker that does not start, is a one-line error."""
+    from astra_core.local.model import ModelNotAvailable
+
     from astra_grpo.chat import TemplateError
     from astra_grpo.tau2 import Tau2Error
     from astra_grpo.tracking import TrackerError
@@ -42,7 +44,7 @@ def config_errors(f):
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
-        except (ConfigError, TemplateError, Tau2Error, TrackerError) as exc:
+        except (ConfigError, ModelNotAvailable, TemplateError, Tau2Error, TrackerError) as exc:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper

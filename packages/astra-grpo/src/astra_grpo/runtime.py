@@ -91,10 +91,11 @@ def full_weights(accelerator: Accelerator, model) -> Iterator[None]:
 
 def load_policy(config: TrainConfig):
     """(model in train mode, tokenizer) from a local checkpoint (default: the embedded SmolLM2)."""
-    from astra_core.local.model import resolve_model_path
+    from astra_core.local.model import load_part, resolve_model_path
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(config.model))
+    directory = resolve_model_path(config.model)
+    tokenizer = load_part("tokenizer", directory, lambda: AutoTokenizer.from_pretrained(directory))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = load_model(config)
@@ -108,12 +109,13 @@ def load_policy(config: TrainConfig):
 
 def load_model(config: TrainConfig):
     """The checkpoint's causal LM in `model_dtype`, its attention sharded under context parallelism."""
-    from astra_core.local.model import resolve_model_path
+    from astra_core.local.model import load_part, resolve_model_path
     from transformers import AutoModelForCausalLM
 
     kwargs = {"attn_implementation": config.attn_implementation} if config.attn_implementation else {}
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(config.model),
-                                                 dtype=getattr(torch, config.model_dtype), **kwargs)
+    directory = resolve_model_path(config.model)
+    model = load_part("model", directory, lambda: AutoModelForCausalLM.from_pretrained(
+        directory, dtype=getattr(torch, config.model_dtype), **kwargs))
     model.config.use_cache = False
     if config.context_parallel_size > 1:
         from astra_grpo.context_parallel.attention import enable

@@ -11,6 +11,7 @@ import fcntl
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
@@ -80,16 +81,28 @@ def resolve_model_path(path: str | os.PathLike | None) -> Path:
     return resolved
 
 
+def load_part[T](what: str, directory: Path, load: Callable[[], T]) -> T:
+    """`load()`, a part of the checkpoint in `directory`; a part that is missing or broken (an interrupted copy,
+    no tokenizer files, truncated weights) is a ModelNotAvailable naming the directory, not a library traceback."""
+    try:
+        return load()
+    except Exception as exc:  # noqa: BLE001 - transformers, tokenizers and safetensors each raise their own types
+        said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        said = said if len(said) <= 300 else said[:300] + "..."
+        raise ModelNotAvailable(f"{directory}: the {what} does not load ({type(exc).__name__}: {said})") from exc
+
+
 def load_model(path: str | os.PathLike | None = None, *, dtype: str = "float32", device: str = "cpu"):
     """(model, tokenizer) for a local checkpoint; the tokenizer pads on the left for batched generation."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     directory = resolve_model_path(path)
-    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer = load_part("tokenizer", directory, lambda: AutoTokenizer.from_pretrained(directory))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype)).to(device)
+    model = load_part("model", directory,
+                      lambda: AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype))).to(device)
     model.eval()
     return model, tokenizer
