@@ -5,6 +5,10 @@ for kind in $(python -c "from astra_core import KINDS; print(' '.join(KINDS))");
   python -c "import json; from astra_core.formats_doc import example; print(json.dumps(example('$kind')))" \
     | astra-core validate "$kind" > "$OUT/examples/$kind.jsonl"
 done
+# Datasets often ship compressed: a stage reads gzip/bzip2/xz as is (told by the bytes) and writes FILE.gz.
+gzip -c "$OUT/examples/trajectory.jsonl" > "$OUT/examples/trajectory.jsonl.gz"
+astra-core validate trajectory "$OUT/examples/trajectory.jsonl.gz" -o "$OUT/examples/trajectory.checked.jsonl.gz"
+echo "  gzip in, gzip out: $(zcat "$OUT/examples/trajectory.checked.jsonl.gz" | python -c "import json, sys; print(*(r['id'] + ': ' + str(len(r['messages'])) + ' messages' for r in map(json.loads, sys.stdin)))")"
 # Ask the embedded model for a tool call (tool_choice=required: schema-guided decoding).
 curl -sf "$ASTRA_LLM_BASE_URL/chat/completions" -H 'Content-Type: application/json' -d '{
   "messages": [{"role": "user", "content": "What is the weather in Oslo?"}],
