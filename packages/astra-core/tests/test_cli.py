@@ -30,3 +30,27 @@ def test_schema_prints_json_schema():
     result = CliRunner().invoke(main, ["schema", "qa_instance"])
     assert result.exit_code == 0
     assert "decomposition_trace" in json.loads(result.stdout)["properties"]
+
+
+def test_a_stage_whose_reader_closes_stdout_stops_quietly_with_its_counts(tmp_path):
+    """`astra-core validate ... | head -1`: exit 141 (as `cat` cut short by `head`), the counts and why it stopped
+    on stderr; no traceback, no 'Exception ignored' from Python's flush at exit, no '[Errno 32] Broken pipe'."""
+    import os
+    import subprocess
+    import sys
+
+    from astra_core.formats_doc import example
+
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n" for i in range(5000)))
+    command = os.path.join(os.path.dirname(sys.executable), "astra-core")
+    with subprocess.Popen([command, "validate", "trajectory", str(many)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as process:
+        first = process.stdout.readline()
+        process.stdout.close()
+        err = process.stderr.read().decode()
+    assert json.loads(first)["id"] == "t0"
+    assert process.returncode == 141, err
+    assert "stopped: the reader of stdout closed it (after " in err
+    assert "astra-core validate: read " in err
+    assert "Traceback" not in err and "Exception ignored" not in err and "Broken pipe" not in err

@@ -311,3 +311,23 @@ def test_resume_refuses_a_compressed_output(tmp_path, capsysbinary):
     with pytest.raises(StageError, match=r"--resume cannot append to a compressed file \(.*out\.jsonl\.gz\)"):
         with Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "out.jsonl.gz"), resume=True)):
             pass
+
+
+@pytest.mark.parametrize("output", ["file", "-"])
+def test_an_interrupted_run_says_how_many_read_records_are_unfinished_and_how_to_go_on(tmp_path, capsysbinary,
+                                                                                        output):
+    inp = write_input(tmp_path / "in.jsonl", records(10))
+    out = str(tmp_path / "out.jsonl") if output == "file" else "-"
+
+    def interrupted_at_the_fourth(record):
+        if record["value"] == 3:
+            raise KeyboardInterrupt
+        return record
+
+    with pytest.raises(KeyboardInterrupt):
+        with Stage("test", StageOptions(inputs=(inp,), output=out)) as stage:
+            stage.run(interrupted_at_the_fourth)
+    err = capsysbinary.readouterr().err.decode()
+    assert "test: read 4 · wrote 3 from 3 · rejected 0" in err
+    assert "interrupted: 1 read record not finished (" in err
+    assert ("--resume to do only what is left" if output == "file" else "write to -o FILE to be able to --resume") in err

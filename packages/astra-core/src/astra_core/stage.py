@@ -195,6 +195,17 @@ def _truncate_partial_last_line(path: str) -> None:
             handle.truncate(data.rfind(b"\n") + 1)
 
 
+# What a shell reports for a producer cut short by its reader (`stage | head`): 128 + SIGPIPE, as for `cat`.
+EXIT_PIPE_CLOSED = 141
+
+
+def _stdout_to_devnull() -> None:
+    """Python flushes stdout again at exit; into a closed pipe that prints an 'Exception ignored' message."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _open_output(path: str, mode: str) -> IO[bytes]:
     """An output or rejects file; a name ending in .gz is written gzip-compressed."""
     if path.endswith(".gz"):
@@ -274,14 +285,26 @@ class Stage:
         if self._parquet is not None and exc_type is None:
             self._out.seek(0)
             self._parquet(self._out, self.options.output)
+        pipe_closed = exc_type is BrokenPipeError and self._out is sys.stdout.buffer
         if self._out is not None and self._out is not sys.stdout.buffer:
             self._out.close()
-        elif self._out is not None:
-            self._out.flush()
+        elif self._out is not None and not pipe_closed:
+            try:
+                self._out.flush()
+            except BrokenPipeError:
+                pipe_closed = True
         if self._rejects is not None:
             self._rejects.close()
-        if exc_type is None or exc_type is KeyboardInterrupt:
+        if pipe_closed:
+            written = self.counts.written
+            print(f"{self.summary()}\n  stopped: the reader of stdout closed it (after {written} "
+                  f"record{'s' if written != 1 else ''} written)", file=sys.stderr)
+            _stdout_to_devnull()
+            raise SystemExit(EXIT_PIPE_CLOSED)
+        if exc_type is None:
             print(self.summary(), file=sys.stderr)
+        elif exc_type is KeyboardInterrupt:
+            print(self.summary() + self._interrupted(), file=sys.stderr)
 
     def summary(self) -> str:
         c = self.counts
@@ -305,6 +328,13 @@ class Stage:
             where = "in --rejects" if self._rejects is not None else "pass --rejects FILE to keep them"
             text += f"\n  outputs made and dropped: {c.dropped.total()} ({top}; {where})"
         return text
+
+    def _interrupted(self) -> str:
+        c = self.counts
+        unfinished = c.read - c.skipped_resume - c.other_shards - c.produced - c.rejected
+        how = ("rerun with the same -o and --rejects and --resume to do only what is left"
+               if self.options.output != "-" else "write to -o FILE to be able to --resume")
+        return f"\n  interrupted: {unfinished} read record{'s' if unfinished != 1 else ''} not finished ({how})"
 
     # -- input -----------------------------------------------------------------------------
     def inputs(self) -> Iterator[dict]:
