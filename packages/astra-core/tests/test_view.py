@@ -194,6 +194,31 @@ def test_cli_fails_clearly_on_a_missing_file(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+def test_cli_shows_a_gzipped_file_as_its_records(tmp_path, examples):
+    import gzip
+
+    packed = tmp_path / "examples.jsonl.gz"
+    packed.write_bytes(gzip.compress(examples.read_bytes()))
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["view", str(packed), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [e["kind"] for e in embedded_data(out.read_text())["entries"]] == list(KINDS)
+
+
+def test_serve_reads_the_records_of_a_compressed_file_on_demand(tmp_path, examples):
+    import bz2
+
+    packed = tmp_path / "examples.jsonl.bz2"
+    packed.write_bytes(bz2.compress(examples.read_bytes()))
+    index = Index([str(packed)])
+    try:
+        assert [s["kind"] for s in index.summaries] == list(KINDS)
+        assert index.entry(len(KINDS) - 1)["record"] == example(KINDS[-1])
+        assert index.entry(2)["file"] == str(packed) and index.entry(2)["line"] == 3
+    finally:
+        index.close()
+
+
 # -- --serve ----------------------------------------------------------------------------------------------------
 
 

@@ -58,40 +58,50 @@ def is_compressed(path: str) -> bool:
     return head.startswith(_ZSTD_MAGIC) or any(head.startswith(magic) for magic in _DECOMPRESSORS)
 
 
-def _open_binary(path: str, name: str) -> tuple[IO[bytes], IO[bytes]]:
-    """(the file or stdin, what to read lines from: the file itself or its decompressed stream)."""
-    raw = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 - closed by the caller
-    head = raw.peek(6)[:6] if hasattr(raw, "peek") else b""
+def _decompressed(source: IO[bytes], name: str) -> IO[bytes]:
+    """`source` itself, or the stream of its decompressed bytes when it is gzip, bzip2 or xz."""
+    head = source.peek(6)[:6] if hasattr(source, "peek") else b""
     if head.startswith(_ZSTD_MAGIC):
-        raw.close() if raw is not sys.stdin.buffer else None
         raise UnreadableInput(f"{name}: zstd-compressed; decompress it first (zstd -dc FILE | ... -)")
     for magic, decompressor in _DECOMPRESSORS.items():
         if head.startswith(magic):
-            return raw, decompressor(fileobj=raw) if decompressor is gzip.GzipFile else decompressor(raw)
-    return raw, raw
+            return decompressor(fileobj=source) if decompressor is gzip.GzipFile else decompressor(source)
+    return source
 
 
-def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
-    """(source, line number, bytes) for every non-blank line of every input ('-' is stdin). gzip, bzip2 and xz
-    inputs are decompressed on the fly."""
-    for path in paths:
-        name = "<stdin>" if path == "-" else path
-        raw, lines = _open_binary(path, name)
+def numbered_lines(path: str, stdin: IO[bytes] | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of every line of a file ('-': `stdin`, default the process's), decompressed on the
+    fly when it is gzip, bzip2 or xz. Compressed data that breaks off is an UnreadableInput after the lines
+    before it."""
+    name = "<stdin>" if path == "-" else path
+    source = (stdin or sys.stdin.buffer) if path == "-" else open(path, "rb")  # noqa: SIM115 - closed below
+    try:
+        lines = _decompressed(source, name)
         lineno = 0
         try:
             for lineno, line in enumerate(lines, start=1):  # noqa: B007 - lineno is read after a failed read
-                if line.strip():
-                    yield name, lineno, line
+                yield lineno, line
         except (EOFError, zlib.error, OSError) as exc:
-            if lines is raw:
+            if lines is source:
                 raise
             raise UnreadableInput(f"{name}: the compressed data is broken after line {lineno} "
                                   f"({exc}); the lines before it were read") from None
         finally:
-            if lines is not raw:
+            if lines is not source:
                 lines.close()
-            if raw is not sys.stdin.buffer:
-                raw.close()
+    finally:
+        if path != "-":
+            source.close()
+
+
+def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
+    """(source, line number, bytes) for every non-blank line of every input ('-' is stdin), decompressed when
+    gzip, bzip2 or xz."""
+    for path in paths:
+        name = "<stdin>" if path == "-" else path
+        for lineno, line in numbered_lines(path):
+            if line.strip():
+                yield name, lineno, line
 
 
 def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = None) -> Line:

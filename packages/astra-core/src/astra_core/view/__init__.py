@@ -9,7 +9,6 @@ marked rejected with its reason.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import IO
 
 import orjson
 
+from astra_core.jsonl import numbered_lines
 from astra_core.view import kinds
 
 SUMMARY_FIELDS = ("i", "file", "line", "kind", "id", "rejected", "reasons", "stage", "problems", "error", "verdict",
@@ -38,19 +38,15 @@ def is_rejects_file(name: str) -> bool:
 
 
 def iter_lines(paths: Iterable[str], stdin: IO[bytes] | None = None) -> Iterator[RawLine]:
-    """Every non-blank line of every file ('-' reads `stdin`, default the process's)."""
+    """Every non-blank line of every file ('-' reads `stdin`, default the process's; compressed files are read
+    decompressed, the offsets in their decompressed bytes)."""
     for path in paths:
-        handle = (stdin or sys.stdin.buffer) if path == "-" else open(path, "rb")  # noqa: SIM115
         name = "<stdin>" if path == "-" else path
-        try:
-            offset = 0
-            for lineno, raw in enumerate(handle, start=1):
-                if raw.strip():
-                    yield RawLine(name, lineno, offset, raw)
-                offset += len(raw)
-        finally:
-            if path != "-":
-                handle.close()
+        offset = 0
+        for lineno, raw in numbered_lines(path, stdin):
+            if raw.strip():
+                yield RawLine(name, lineno, offset, raw)
+            offset += len(raw)
 
 
 def _parse(raw: bytes | str) -> tuple[object, str | None]:

@@ -10,8 +10,6 @@ from disk when its detail view asks for it. Standard input is first copied to a 
 
 from __future__ import annotations
 
-import shutil
-import sys
 import tempfile
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from astra_core.jsonl import is_compressed, numbered_lines
 from astra_core.view import RawLine, entry_of, iter_lines, summary
 from astra_core.view.report import page
 
@@ -36,17 +35,19 @@ class Index:
         self.summaries: list[dict] = []
         self._places: list[tuple[str, int, int]] = []  # (displayed file name, line number, byte offset)
         for path in paths:
-            real = self._spooled(stdin or sys.stdin.buffer) if path == "-" else path
+            # stdin, and a compressed file (its lines are found by offset), are read from a spooled plain copy
+            real = path if path != "-" and not is_compressed(path) else self._spooled(path, stdin)
             self._real["<stdin>" if path == "-" else path] = real
             for line in iter_lines([real]):
                 shown = RawLine("<stdin>" if path == "-" else path, line.line, line.offset, line.raw)
                 self.summaries.append(summary(entry_of(shown, len(self.summaries))))
                 self._places.append((shown.file, line.line, line.offset))
 
-    def _spooled(self, stream: IO[bytes]) -> str:
-        target = Path(self._spool.name) / "stdin.jsonl"
+    def _spooled(self, path: str, stdin: IO[bytes] | None) -> str:
+        target = Path(self._spool.name) / f"{len(self._real)}.jsonl"
         with open(target, "wb") as out:
-            shutil.copyfileobj(stream, out)
+            for _, line in numbered_lines(path, stdin):
+                out.write(line)
         return str(target)
 
     def entry(self, index: int) -> dict:
