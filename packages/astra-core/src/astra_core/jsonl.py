@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
+import importlib
 import sys
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +39,9 @@ class MalformedLine(RecordError):
         self.text = text
 
 
-# Compressed inputs are recognised by their first bytes (stdin too), not by their name.
-_DECOMPRESSORS = {b"\x1f\x8b": gzip.GzipFile, b"BZh": bz2.BZ2File, b"\xfd7zXZ\x00": lzma.LZMAFile}
+# Compressed inputs are recognised by their first bytes (stdin too), not by their name. The modules are imported
+# when needed: a Python built without liblzma or libbz2 (a pyenv build can be) has no lzma or bz2 module.
+_DECOMPRESSORS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "lzma"}
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -63,9 +61,14 @@ def _decompressed(source: IO[bytes], name: str) -> IO[bytes]:
     head = source.peek(6)[:6] if hasattr(source, "peek") else b""
     if head.startswith(_ZSTD_MAGIC):
         raise UnreadableInput(f"{name}: zstd-compressed; decompress it first (zstd -dc FILE | ... -)")
-    for magic, decompressor in _DECOMPRESSORS.items():
+    for magic, module_name in _DECOMPRESSORS.items():
         if head.startswith(magic):
-            return decompressor(fileobj=source) if decompressor is gzip.GzipFile else decompressor(source)
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                raise UnreadableInput(f"{name}: {module_name}-compressed, and this Python has no {module_name} "
+                                      f"module; decompress it first") from None
+            return module.open(source, "rb")
     return source
 
 
@@ -81,7 +84,7 @@ def numbered_lines(path: str, stdin: IO[bytes] | None = None) -> Iterator[tuple[
         try:
             for lineno, line in enumerate(lines, start=1):  # noqa: B007 - lineno is read after a failed read
                 yield lineno, line
-        except (EOFError, zlib.error, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - EOFError, OSError, zlib.error, lzma.LZMAError: data that breaks off
             if lines is source:
                 raise
             raise UnreadableInput(f"{name}: the compressed data is broken after line {lineno} "
