@@ -205,6 +205,18 @@ def test_cli_shows_a_gzipped_file_as_its_records(tmp_path, examples):
     assert [e["kind"] for e in embedded_data(out.read_text())["entries"]] == list(KINDS)
 
 
+def test_cli_stops_in_one_line_on_a_truncated_compressed_file(tmp_path, examples):
+    import gzip
+
+    packed = tmp_path / "cut.jsonl.gz"
+    packed.write_bytes(gzip.compress(examples.read_bytes())[:-12])
+    for serve in ([], ["--serve", "--port", "0"]):
+        result = CliRunner().invoke(main, ["view", str(packed), "-o", str(tmp_path / "r.html"), *serve])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+        assert result.stderr.startswith(f"Error: {packed}: the compressed data is broken after line ")
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_serve_reads_the_records_of_a_compressed_file_on_demand(tmp_path, examples):
     import bz2
 

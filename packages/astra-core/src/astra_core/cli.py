@@ -89,12 +89,16 @@ def print_schema(kind: str) -> None:
 def view(files, output, serve_, port, title) -> None:
     """Browse records of any kinds, and rejects, in one self-contained HTML page (FILES may be - for stdin)."""
     from astra_core import view as viewer
+    from astra_core.jsonl import UnreadableInput
     from astra_core.view.report import render
 
-    if serve_:
-        _serve_view(list(files), port, title)
-        return
-    entries = viewer.load(files)
+    try:
+        if serve_:
+            _serve_view(list(files), port, title)
+            return
+        entries = viewer.load(files)
+    except UnreadableInput as exc:  # compressed data that breaks off, or zstd: nothing to show of the file's end
+        raise click.ClickException(str(exc)) from None
     output.write(render(entries, title))
     target = "<stdout>" if output.name == "-" else output.name
     click.echo(f"view: {viewer.counts(entries, len(files)).text()} -> {target}", err=True)

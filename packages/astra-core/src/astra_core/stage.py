@@ -332,7 +332,8 @@ class Stage:
     def _interrupted(self) -> str:
         c = self.counts
         unfinished = c.read - c.skipped_resume - c.other_shards - c.produced - c.rejected
-        how = ("rerun with the same -o and --rejects and --resume to do only what is left"
+        same = "-o and --rejects" if self.options.rejects else "-o"
+        how = (f"rerun with the same {same} and --resume to do only what is left"
                if self.options.output != "-" else "write to -o FILE to be able to --resume")
         return f"\n  interrupted: {unfinished} read record{'s' if unfinished != 1 else ''} not finished ({how})"
 
