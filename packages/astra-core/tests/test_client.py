@@ -190,3 +190,15 @@ def test_tools_are_stripped_to_openai_fields_unless_asked_to_send_them_as_given(
     assert set(stripped) == {"name", "description", "parameters"}
     assert as_given == tool["function"]
     assert "strip_tools" not in server.chat_requests[1]
+
+
+def test_tool_call_arguments_sent_as_an_object_are_read_as_their_json_text(recorded_llm):
+    """Recorded replies of a server that puts tool-call arguments as an object (or leaves them out), not the OpenAI
+    API's JSON string: every consumer (rollouts, judges, benchmarks) parses a string, so the client hands one on."""
+    server = recorded_llm(replies=[{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}},
+        {"id": "b", "type": "function", "function": {"name": "now"}},
+        {"id": "c", "type": "function", "function": {"name": "same", "arguments": "{\"x\": 1}"}}]}])
+    reply = asyncio.run(ask(client(server)))
+    assert [call["function"]["arguments"] for call in reply.tool_calls] == [
+        '{"city":"Zürich","days":2}', "{}", '{"x": 1}']

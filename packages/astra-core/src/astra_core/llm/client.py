@@ -133,6 +133,16 @@ def openai_tools(tools: list[dict], *, strip: bool = True) -> list[dict]:
             for t in tools]
 
 
+def _arguments_as_text(message: dict) -> None:
+    """Tool-call arguments are a JSON string in the OpenAI API; a server that sends an object, or none, is read as
+    if it had sent that object's text (every consumer parses a string)."""
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and not isinstance(function.get("arguments"), str):
+            arguments = function.get("arguments")
+            function["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
+
+
 def _retry_after(headers) -> float | None:
     try:
         return float(headers["retry-after"])
@@ -300,6 +310,8 @@ class LLMClient:
         choices = raw.get("choices") or []
         if not choices:
             raise LLMError(f"endpoint returned no choices: {str(raw)[:300]}")
+        for choice in choices:
+            _arguments_as_text(choice.get("message") or {})
         return ChatResponse(message=choices[0].get("message") or {}, choices=choices, usage=raw.get("usage") or {},
                             raw=raw)
 
