@@ -221,3 +221,20 @@ def test_serving_a_checkpoint_that_does_not_load_is_one_line_naming_it(tmp_path,
     [line] = result.output.strip().splitlines()
     assert line.startswith(f"Error: {model}")
     assert ("no config.json" if how == "no directory" else "the model does not load (OSError") in line
+
+
+def test_a_port_in_use_is_one_line_said_before_the_model_loads(tmp_path):
+    import socket
+
+    from astra_core.cli import main
+    from click.testing import CliRunner
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # a model that could not load either: the port is what is said, so nothing was loaded first
+        result = CliRunner().invoke(main, ["serve", "--port", str(port), "--model", str(tmp_path / "none")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    [line] = result.output.strip().splitlines()
+    assert line == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use (--port 0 picks a free port)"

@@ -37,6 +37,7 @@ def main() -> None:
 def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap) -> None:
     """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
     from astra_core.local.model import ModelNotAvailable
+    from astra_core.local.server import CannotListen
     from astra_core.local.server import serve as run_server
     from astra_core.quiet import quiet_libraries
 
@@ -44,7 +45,7 @@ def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens,
     try:
         run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
                    prefix_cache_tokens=prefix_cache_tokens, max_tokens_cap=max_tokens_cap)
-    except ModelNotAvailable as exc:
+    except (ModelNotAvailable, CannotListen) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -9,6 +9,7 @@ via the Hermes <tool_call> format of `astra_core.chat_format`, `n`, `seed`, `sto
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -23,6 +24,10 @@ from astra_core.local.generation import GenerationJob, Generator, GuidedCall, Gu
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
 JSON_INSTRUCTION = "Reply with a single JSON value and nothing else."
+
+
+class CannotListen(OSError):
+    """The server's address cannot be bound (a port in use, a host not on this machine)."""
 
 
 class BadRequest(ValueError):
@@ -177,18 +182,27 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
           threads: int | None = None, max_batch: int = 8, prefix_cache_tokens: int = 16384,
           max_tokens_cap: int = 2048) -> None:
     """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready."""
+    try:  # bound first: a port in use is said before the model loads; requests wait in the backlog until it has
+        httpd = ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
+    except OSError as exc:
+        hint = " (--port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
     import torch
 
     if threads:
         torch.set_num_threads(threads)
-    lm, tokenizer = load_model(model)
+    try:
+        lm, tokenizer = load_model(model)
+    except BaseException:
+        httpd.server_close()
+        raise
     stop_ids = sorted({tokenizer.eos_token_id, *(tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",)
                                                   if t in tokenizer.get_vocab())})
     name = DEFAULT_MODEL_NAME if model is None else Path(model).name
     service = ChatService(Generator(lm, tokenizer, max_batch=max_batch, stop_token_ids=stop_ids,
                                     prefix_cache_tokens=prefix_cache_tokens), name,
                           max_tokens_cap=max_tokens_cap)
-    httpd = ThreadingHTTPServer((host, port), make_handler(service))
+    httpd.RequestHandlerClass = make_handler(service)
     httpd.daemon_threads = True
     bound = httpd.server_address[1]
     if port_file:
