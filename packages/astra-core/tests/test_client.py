@@ -202,3 +202,37 @@ def test_tool_call_arguments_sent_as_an_object_are_read_as_their_json_text(recor
     reply = asyncio.run(ask(client(server)))
     assert [call["function"]["arguments"] for call in reply.tool_calls] == [
         '{"city":"Zürich","days":2}', "{}", '{"x": 1}']
+
+
+async def checked(llm):
+    async with llm:
+        return await llm.check()
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once the probe is closed
+
+
+def test_an_endpoint_that_does_not_answer_is_unavailable_and_one_that_fails_is_an_error(recorded_llm):
+    """No connection after every retry is LLMUnavailable (stages stop on it, not reject every record); HTTP
+    failures after every retry are still an LLMError of the request."""
+    from astra_core.llm import LLMUnavailable
+
+    nowhere = LLMConfig(base_url=f"http://127.0.0.1:{closed_port()}/v1", model="m", max_retries=1, backoff=0.01)
+    with pytest.raises(LLMUnavailable, match=r"/v1/chat/completions: the endpoint does not answer \(Client"):
+        asyncio.run(ask(LLMClient(nowhere)))
+    with pytest.raises(LLMUnavailable, match=r"/v1/models: the endpoint does not answer"):
+        asyncio.run(checked(LLMClient(nowhere)))  # a configured model is no reason to skip the check
+    server = recorded_llm(replies=["never"], failures=[Failure(503)] * 2)
+    with pytest.raises(LLMError) as failed:
+        asyncio.run(ask(client(server, max_retries=1)))
+    assert not isinstance(failed.value, LLMUnavailable)
+    assert asyncio.run(checked(client(server, model="configured"))) == "configured"
+    refused = recorded_llm(replies=["never"], failures=[Failure(401, body='{"error": {"message": "bad key"}}')])
+    with pytest.raises(LLMUnavailable, match=r"/v1/chat/completions: the endpoint refuses the request: HTTP 401"):
+        asyncio.run(ask(client(refused)))
+    assert len(refused.chat_requests) == 1  # not retried

@@ -93,3 +93,19 @@ def test_embedded_model_answers_aime_samples(tmp_path, llm_env):
     assert [r["setting"] for r in results] == ["topk20", "topk-1"]
     assert all(r["details"]["n"] == 2 and r["error"] is None for r in results)
     assert all(0.0 <= r["score"] <= 1.0 for r in results)
+
+
+def test_an_endpoint_that_does_not_answer_stops_the_run_before_any_item(tmp_path):
+    """A wrong --base-url with --model given (no model to look up): one line, exit 1, no item scored 0 for it."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    out = tmp_path / "aime.jsonl"
+    done = cli("run", "aime", "--limit", "2", "--samples", "1", "--model", "m", "--max-retries", "0",
+               "--base-url", f"http://127.0.0.1:{port}/v1", "-o", str(out), check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"Error: http://127.0.0.1:{port}/v1/models: the endpoint "
+                                                           "does not answer")
+    assert not out.exists() or records(out) == []

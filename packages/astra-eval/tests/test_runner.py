@@ -92,3 +92,30 @@ def test_a_bug_in_astra_eval_leaves_its_item_unscored_and_fails_the_run(tmp_path
     assert [r["item_id"] for r in records(tmp_path / "out.jsonl")] == ["fine"]
     (reject,) = records(tmp_path / "rejects.jsonl")
     assert reject["record"]["item_id"] == "bug" and reject["reason"].startswith("error: KeyError")
+
+
+def test_an_endpoint_that_does_not_answer_stops_the_run_unscored_and_resume_runs_the_rest(tmp_path):
+    """An endpoint that refuses a request is the model's failure on that item (scored 0, above); one that does not
+    answer at all (LLMUnavailable: no connection after every retry) is no evidence about the model: the run stops,
+    nothing is scored 0 for it, and --resume runs what is left."""
+    from astra_core.llm import LLMUnavailable
+    from astra_core.stage import StageError
+
+    down = {"now": True}
+
+    async def run_item(item: dict) -> dict:
+        if item["item_id"] == "c" and down["now"]:
+            raise LLMUnavailable("http://127.0.0.1:9/v1/chat/completions: the endpoint does not answer")
+        return eval_result(item, success=True, score=1.0)
+
+    items = [make_item("bfcl", "multi_turn_base", name, 0, None) for name in "abcde"]
+    with pytest.raises(StageError, match="the endpoint does not answer"):
+        _run(tmp_path, run_item, items)
+    scored = records(tmp_path / "out.jsonl")
+    assert "c" not in {r["item_id"] for r in scored} and all(r["score"] == 1.0 for r in scored)
+    assert records(tmp_path / "rejects.jsonl") == []
+    down["now"] = False
+    inputs, out = tmp_path / "items.jsonl", tmp_path / "out.jsonl"
+    options = StageOptions(inputs=(str(inputs),), output=str(out), rejects=str(tmp_path / "rejects.jsonl"), resume=True)
+    run_items("astra-eval run test", options, run_item, concurrency=2, item_timeout=2.0, model="m", seed=None)
+    assert sorted(r["item_id"] for r in records(out)) == list("abcde")

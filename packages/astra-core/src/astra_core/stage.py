@@ -304,7 +304,9 @@ class Stage:
         if exc_type is None:
             print(self.summary(), file=sys.stderr)
         elif exc_type is KeyboardInterrupt:
-            print(self.summary() + self._interrupted(), file=sys.stderr)
+            print(self.summary() + self._unfinished("interrupted"), file=sys.stderr)
+        elif exc_type is not None and issubclass(exc_type, StageError) and self.counts.read:
+            print(self.summary() + self._unfinished("stopped"), file=sys.stderr)  # (why: the error, printed next)
 
     def summary(self) -> str:
         c = self.counts
@@ -329,13 +331,13 @@ class Stage:
             text += f"\n  outputs made and dropped: {c.dropped.total()} ({top}; {where})"
         return text
 
-    def _interrupted(self) -> str:
+    def _unfinished(self, what: str) -> str:
         c = self.counts
         unfinished = c.read - c.skipped_resume - c.other_shards - c.produced - c.rejected
         same = "-o and --rejects" if self.options.rejects else "-o"
         how = (f"rerun with the same {same} and --resume to do only what is left"
                if self.options.output != "-" else "write to -o FILE to be able to --resume")
-        return f"\n  interrupted: {unfinished} read record{'s' if unfinished != 1 else ''} not finished ({how})"
+        return f"\n  {what}: {unfinished} read record{'s' if unfinished != 1 else ''} not finished ({how})"
 
     # -- input -----------------------------------------------------------------------------
     def inputs(self) -> Iterator[dict]:

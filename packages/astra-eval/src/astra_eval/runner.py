@@ -2,10 +2,12 @@
 
 Every benchmark adapter provides `async run_item(item) -> eval_result`. The runner applies it to
 item records (from files or generated from the benchmark's selection options) and writes one
-eval_result per item. Every item attempted is scored: any error while it runs (timeout, endpoint
-error, the model's malformed or empty reply, an exception inside the benchmark's code) makes it a
-failure with score 0 and its error (`astra_eval.errors`). --rejects receives only malformed input
-items and items that hit a bug in astra-eval itself; the latter make the command exit non-zero.
+eval_result per item. Every item attempted is scored: any error while it runs (timeout, an endpoint
+that refuses the request, the model's malformed or empty reply, an exception inside the benchmark's code)
+makes it a failure with score 0 and its error (`astra_eval.errors`). An endpoint that does not answer at
+all (no connection after every retry) or refuses the API key stops the run instead: the items done are kept,
+--resume runs the rest. --rejects receives only malformed input items and items that hit a bug in astra-eval itself; the
+latter make the command exit non-zero.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 
 from astra_core.jsonl import dumps
+from astra_core.llm import LLMUnavailable
 from astra_core.stage import Rejected, Stage, StageOptions
 
 from astra_eval.errors import HarnessError, describe, raised_by_harness
@@ -33,7 +36,7 @@ def guarded(run_item: RunItem, item_timeout: float | None) -> RunItem:
         check_item(item)
         try:
             return await asyncio.wait_for(run_item(item), timeout=item_timeout)
-        except Rejected:
+        except (Rejected, LLMUnavailable):  # an endpoint that does not answer stops the run: nothing to score
             raise
         except Exception as exc:  # noqa: BLE001 - every error of the model, endpoint or benchmark is scored
             if raised_by_harness(exc):

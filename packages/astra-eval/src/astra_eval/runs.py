@@ -194,8 +194,8 @@ async def resolve_endpoints(*configs: LLMConfig) -> None:
     for config in configs:
         if not config.base_url:
             config.base_url, config.api_key = agent.base_url, config.api_key or agent.api_key
-        async with LLMClient(config) as client:
-            config.model = await client.model()
+        async with LLMClient(config) as client:  # the endpoint answers, or the run stops before any item
+            config.model = await client.check()
             config.base_url = client.config.base_url
 
 

@@ -44,7 +44,9 @@ class LLMError(RuntimeError):
 
 
 class LLMUnavailable(LLMError):
-    """There is no model to ask: no endpoint configured and the embedded model cannot start. A stage stops."""
+    """There is no model to ask: no endpoint configured and the embedded model cannot start, or the endpoint does
+    not answer (no connection after every retry, or it refuses the API key). A stage stops: records it would
+    reject now would be skipped by --resume."""
 
 
 class StructuredOutputError(LLMError):
@@ -245,6 +247,21 @@ class LLMClient:
             self._model = models[0]["id"]
         return self._model
 
+    async def check(self) -> str:
+        """The model name requests use, once the endpoint has answered (even with a model configured): a wrong URL,
+        a server not started or a refused API key is an LLMUnavailable before any work starts."""
+        if self._model is None:
+            return await self.model()
+        http = await self._client()
+        async with self._semaphore:
+            try:
+                await self._send_with_retries(http, "GET", "models", None)
+            except LLMUnavailable:
+                raise
+            except LLMError:
+                pass  # an answer all the same (an endpoint without /models)
+        return self._model
+
     async def _request(self, method: str, path: str, body: dict) -> dict:
         http = await self._client()
         key = None
@@ -269,11 +286,13 @@ class LLMClient:
         cfg = self.config
         for attempt in range(cfg.max_retries + 1):
             wait = None
+            unreachable = False  # no connection at all (a timeout is an answer too slow, not none)
             try:
                 async with http.request(method, self._base + path, json=body) as response:
                     status, text, headers = response.status, await response.text(), response.headers
             except (TimeoutError, aiohttp.ClientError) as exc:
                 failure = f"{type(exc).__name__}: {exc}"
+                unreachable = isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, TimeoutError)
             else:
                 if status < 400:
                     try:
@@ -282,10 +301,15 @@ class LLMClient:
                         raise LLMError(f"{method} {path}: the endpoint's reply is not JSON ({exc}): {text[:300]}",
                                        status, text) from None
                 failure = f"HTTP {status}: {text[:500]}"
+                if status in (401, 403):  # the key (or the account) is refused: no request can succeed
+                    raise LLMUnavailable(f"{self._base}{path}: the endpoint refuses the request: {failure}", status, text)
                 if status not in RETRY_STATUS:
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
                 wait = _retry_after(headers)
             if attempt == cfg.max_retries:
+                if unreachable:
+                    raise LLMUnavailable(f"{self._base}{path}: the endpoint does not answer ({failure}) after "
+                                         f"{cfg.max_retries} retries (--max-retries waits longer)")
                 raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}")
             self.usage.retries += 1
             if wait is None:
