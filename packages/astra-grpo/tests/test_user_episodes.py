@@ -73,3 +73,36 @@ def test_grpo_trains_a_step_with_a_user_simulator(recorded_llm, tiny_llama, tmp_
     assert all(r["reward"] in (0.0, 1.0) for r in rollouts)
     assert any(m["role"] == "user" and m["content"].startswith("Two bags") for r in rollouts for m in r["messages"])
     assert any(r["messages"] for r in rollouts) and server.requests
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once the probe is closed
+
+
+def test_a_user_simulator_whose_endpoint_does_not_answer_stops_the_run_not_the_episode(tiny_llama, tmp_path,
+                                                                                       fresh_accelerate_state):
+    """Episodes that fail for it would all fail the same way: training stops in one line (before, every step
+    trained on the groups without a user, or on none, and went on); `rollout` stops instead of writing them."""
+    samples = tmp_path / "rl.jsonl"
+    samples.write_text("".join(json.dumps({**interactive_sample(), "id": f"rl-{i}"}) + "\n" for i in range(2)))
+    nowhere = f"http://127.0.0.1:{_closed_port()}/v1"
+    trained = CliRunner().invoke(main, [
+        "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(tiny_llama), "--max-turns", "3",
+        "--max-new-tokens", "8", "--sandbox-pool-size", "2", "--output-dir", str(tmp_path / "out"), "--max-steps", "1",
+        "--group-size", "2", "--micro-batch-size", "2", "--abf-max-rounds", "1", "--report-to", "",
+        "--user-base-url", nowhere, "--user-model", "m", "--user-max-tokens", "16"])
+    assert trained.exit_code == 1 and isinstance(trained.exception, SystemExit), trained.output
+    assert trained.output.strip().splitlines()[-1].startswith(f"Error: {nowhere}/chat/completions: the endpoint does "
+                                                              "not answer")
+    assert "--resume continues from the last saved state" in trained.output
+    assert not (tmp_path / "out" / "metrics.jsonl").exists() or not (tmp_path / "out" / "metrics.jsonl").read_text()
+    played = CliRunner().invoke(main, [
+        "rollout", str(samples), "--model", str(tiny_llama), "--max-turns", "3", "--max-new-tokens", "8",
+        "--user-base-url", nowhere, "--user-model", "m", "-o", str(tmp_path / "rollouts.jsonl")])
+    assert played.exit_code == 1, played.output
+    assert "the endpoint does not answer" in played.output.strip().splitlines()[-1]
+    assert not (tmp_path / "rollouts.jsonl").read_text()

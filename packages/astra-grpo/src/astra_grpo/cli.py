@@ -34,6 +34,7 @@ from astra_grpo.play import Player, play_samples
 def config_errors(f):
     """A bad config, a model path that holds no checkpoint, a chat template we cannot render incrementally, no
     interpreter with tau2 for tau2 samples, or a tracker that does not start, is a one-line error."""
+    from astra_core.llm import LLMUnavailable
     from astra_core.local.model import ModelNotAvailable
 
     from astra_grpo.chat import TemplateError
@@ -46,6 +47,8 @@ def config_errors(f):
             return f(*args, **kwargs)
         except (ConfigError, ModelNotAvailable, TemplateError, Tau2Error, TrackerError) as exc:
             raise click.ClickException(str(exc)) from exc
+        except LLMUnavailable as exc:  # the user simulator's endpoint (a stage's own stop says its counts first)
+            raise click.ClickException(f"{exc}; stopped (--resume continues from the last saved state)") from exc
 
     return wrapper
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from astra_core.llm import LLMUnavailable
 from astra_core.schema import RecordError
 from astra_core.stage import Malformed, Stage, StageError
 
@@ -143,6 +144,8 @@ def play_samples(records: list[dict], config: RolloutConfig, player: Player,
     if playable:
         try:
             played = player.play([records[i] for i in playable], config.episodes)
+        except LLMUnavailable:
+            raise  # the user simulator's endpoint does not answer: the stage stops (--resume goes on)
         except Exception as exc:  # noqa: BLE001 - the batch's samples are rejected with the reason
             played = [exc] * len(playable)
         for index, outputs in zip(playable, played, strict=True):

@@ -34,6 +34,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from astra_core.llm import LLMUnavailable
+
 from astra_grpo.chat import ChatRenderer, Reply, TemplateError
 from astra_grpo.engines import Engine, Generation, Sampling, correction
 
@@ -168,9 +170,12 @@ class EpisodeRunner:
 
     @staticmethod
     def _guarded(episode: Episode, step: Callable, *args):
-        """Run one step of one episode; any failure ends that episode (not the run) with its error."""
+        """Run one step of one episode; any failure ends that episode (not the run) with its error, except a user
+        simulator's endpoint that does not answer: every later episode would fail the same way."""
         try:
             return step(*args)
+        except LLMUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - whatever broke, it must not end the training run
             _fail(episode, f"{type(exc).__name__}: {exc}")
             return None

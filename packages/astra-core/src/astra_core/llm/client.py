@@ -309,7 +309,7 @@ class LLMClient:
             if attempt == cfg.max_retries:
                 if unreachable:
                     raise LLMUnavailable(f"{self._base}{path}: the endpoint does not answer ({failure}) after "
-                                         f"{cfg.max_retries} retries (--max-retries waits longer)")
+                                         f"{cfg.max_retries} retries")
                 raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}")
             self.usage.retries += 1
             if wait is None:
