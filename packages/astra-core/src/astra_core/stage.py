@@ -305,8 +305,9 @@ class Stage:
             print(self.summary(), file=sys.stderr)
         elif exc_type is KeyboardInterrupt:
             print(self.summary() + self._unfinished("interrupted"), file=sys.stderr)
-        elif exc_type is not None and issubclass(exc_type, StageError) and self.counts.read:
-            print(self.summary() + self._unfinished("stopped"), file=sys.stderr)  # (why: the error, printed next)
+        elif exc_type is not None and issubclass(exc_type, StageError) and self.counts.produced + self.counts.rejected:
+            # stopped after some work (why: the error, printed next); stopped before any, the error alone says it
+            print(self.summary() + self._unfinished("stopped"), file=sys.stderr)
 
     def summary(self) -> str:
         c = self.counts
