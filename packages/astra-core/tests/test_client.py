@@ -5,7 +5,7 @@ import time
 
 import pytest
 from astra_core.llm import LLMClient, LLMConfig, LLMError, StructuredOutputError, extract_json
-from astra_core.testing import Failure
+from astra_core.testing import Failure, closed_port
 
 
 def client(server, **overrides) -> LLMClient:
@@ -207,14 +207,6 @@ def test_tool_call_arguments_sent_as_an_object_are_read_as_their_json_text(recor
 async def checked(llm):
     async with llm:
         return await llm.check()
-
-
-def closed_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # nothing listens there once the probe is closed
 
 
 def test_an_endpoint_that_does_not_answer_is_unavailable_and_one_that_fails_is_an_error(recorded_llm):

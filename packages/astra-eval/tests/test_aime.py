@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from astra_core.testing import Failure
+from astra_core.testing import Failure, closed_port
 from astra_eval.aime import extract_answer, grade, last_boxed, problems
 from eval_helpers import cli, records
 
@@ -97,11 +97,7 @@ def test_embedded_model_answers_aime_samples(tmp_path, llm_env):
 
 def test_an_endpoint_that_does_not_answer_stops_the_run_before_any_item(tmp_path):
     """A wrong --base-url with --model given (no model to look up): one line, exit 1, no item scored 0 for it."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    port = closed_port()
     out = tmp_path / "aime.jsonl"
     done = cli("run", "aime", "--limit", "2", "--samples", "1", "--model", "m", "--max-retries", "0",
                "--base-url", f"http://127.0.0.1:{port}/v1", "-o", str(out), check=False)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from astra_core.llm import LLMConfig
+from astra_core.testing import closed_port
 from astra_core.users import UserSimulator
 from astra_grpo.chat import ChatRenderer
 from astra_grpo.cli import main
@@ -75,21 +76,13 @@ def test_grpo_trains_a_step_with_a_user_simulator(recorded_llm, tiny_llama, tmp_
     assert any(r["messages"] for r in rollouts) and server.requests
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # nothing listens there once the probe is closed
-
-
 def test_a_user_simulator_whose_endpoint_does_not_answer_stops_the_run_not_the_episode(tiny_llama, tmp_path,
                                                                                        fresh_accelerate_state):
     """Episodes that fail for it would all fail the same way: training stops in one line (before, every step
     trained on the groups without a user, or on none, and went on); `rollout` stops instead of writing them."""
     samples = tmp_path / "rl.jsonl"
     samples.write_text("".join(json.dumps({**interactive_sample(), "id": f"rl-{i}"}) + "\n" for i in range(2)))
-    nowhere = f"http://127.0.0.1:{_closed_port()}/v1"
+    nowhere = f"http://127.0.0.1:{closed_port()}/v1"
     trained = CliRunner().invoke(main, [
         "train", str(samples), "--config", "grpo_tiny_cpu.yaml", "--model", str(tiny_llama), "--max-turns", "3",
         "--max-new-tokens", "8", "--sandbox-pool-size", "2", "--output-dir", str(tmp_path / "out"), "--max-steps", "1",

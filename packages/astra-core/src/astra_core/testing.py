@@ -132,6 +132,15 @@ class RecordedLLM:
         return [r for r in self.requests if "messages" in r]
 
 
+def closed_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (an endpoint that does not answer)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # free again once the probe is closed
+
+
 @pytest.fixture
 def recorded_llm() -> Iterator[Callable[..., RecordedLLM]]:
     """Factory: `server = recorded_llm(replies=[...], failures=[Failure(503)])`; stopped after the test."""
