@@ -308,9 +308,10 @@ def test_output_and_rejects_named_gz_are_gzip_compressed(tmp_path, capsysbinary)
 
 def test_resume_refuses_a_compressed_output(tmp_path, capsysbinary):
     inp = write_input(tmp_path / "in.jsonl", records(2))
+    stage = Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "out.jsonl.gz"), resume=True))
     with pytest.raises(StageError, match=r"--resume cannot append to a compressed file \(.*out\.jsonl\.gz\)"):
-        with Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "out.jsonl.gz"), resume=True)):
-            pass
+        stage.__enter__()
+    assert not (tmp_path / "out.jsonl.gz").exists()  # refused before the output was opened
 
 
 @pytest.mark.parametrize("output", ["file", "-"])

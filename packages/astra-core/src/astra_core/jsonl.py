@@ -72,11 +72,16 @@ def _decompressed(source: IO[bytes], name: str) -> IO[bytes]:
     return source
 
 
+def source_name(path: str) -> str:
+    """How an input is named in messages and records: its path, or <stdin> for '-'."""
+    return "<stdin>" if path == "-" else path
+
+
 def numbered_lines(path: str, stdin: IO[bytes] | None = None) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of every line of a file ('-': `stdin`, default the process's), decompressed on the
     fly when it is gzip, bzip2 or xz. Compressed data that breaks off is an UnreadableInput after the lines
     before it."""
-    name = "<stdin>" if path == "-" else path
+    name = source_name(path)
     source = (stdin or sys.stdin.buffer) if path == "-" else open(path, "rb")  # noqa: SIM115 - closed below
     try:
         lines = _decompressed(source, name)
@@ -101,7 +106,7 @@ def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
     """(source, line number, bytes) for every non-blank line of every input ('-' is stdin), decompressed when
     gzip, bzip2 or xz."""
     for path in paths:
-        name = "<stdin>" if path == "-" else path
+        name = source_name(path)
         for lineno, line in numbered_lines(path):
             if line.strip():
                 yield name, lineno, line

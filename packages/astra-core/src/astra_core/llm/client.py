@@ -256,10 +256,10 @@ class LLMClient:
         async with self._semaphore:
             try:
                 await self._send_with_retries(http, "GET", "models", None)
-            except LLMUnavailable:
-                raise
-            except LLMError:
-                pass  # an answer all the same (an endpoint without /models)
+            except LLMError as exc:
+                if isinstance(exc, LLMUnavailable):
+                    raise
+                # any other error is an answer all the same (an endpoint without /models)
         return self._model
 
     async def _request(self, method: str, path: str, body: dict) -> dict:

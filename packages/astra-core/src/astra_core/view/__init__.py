@@ -16,7 +16,7 @@ from typing import IO
 
 import orjson
 
-from astra_core.jsonl import numbered_lines
+from astra_core.jsonl import numbered_lines, source_name
 from astra_core.view import kinds
 
 SUMMARY_FIELDS = ("i", "file", "line", "kind", "id", "rejected", "reasons", "stage", "problems", "error", "verdict",
@@ -41,7 +41,7 @@ def iter_lines(paths: Iterable[str], stdin: IO[bytes] | None = None) -> Iterator
     """Every non-blank line of every file ('-' reads `stdin`, default the process's; compressed files are read
     decompressed, the offsets in their decompressed bytes)."""
     for path in paths:
-        name = "<stdin>" if path == "-" else path
+        name = source_name(path)
         offset = 0
         for lineno, raw in numbered_lines(path, stdin):
             if raw.strip():

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from astra_core.jsonl import is_compressed, numbered_lines
+from astra_core.jsonl import is_compressed, numbered_lines, source_name
 from astra_core.view import RawLine, entry_of, iter_lines, summary
 from astra_core.view.report import page
 
@@ -37,9 +37,9 @@ class Index:
         for path in paths:
             # stdin, and a compressed file (its lines are found by offset), are read from a spooled plain copy
             real = path if path != "-" and not is_compressed(path) else self._spooled(path, stdin)
-            self._real["<stdin>" if path == "-" else path] = real
+            self._real[source_name(path)] = real
             for line in iter_lines([real]):
-                shown = RawLine("<stdin>" if path == "-" else path, line.line, line.offset, line.raw)
+                shown = RawLine(source_name(path), line.line, line.offset, line.raw)
                 self.summaries.append(summary(entry_of(shown, len(self.summaries))))
                 self._places.append((shown.file, line.line, line.offset))
 
