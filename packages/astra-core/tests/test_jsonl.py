@@ -1,8 +1,12 @@
 import io
+import json
+import os
+import subprocess
 import sys
 
 import pytest
-from astra_core.jsonl import MalformedLine, UnreadableInput, read_jsonl, write_jsonl
+from astra_core.formats_doc import example
+from astra_core.jsonl import MalformedLine, UnreadableInput, parse_line, read_jsonl, write_jsonl
 
 
 def write(tmp_path, text: str):
@@ -131,3 +135,150 @@ def test_zstd_input_says_to_decompress_it_first(tmp_path):
     path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 16)  # a zstd frame's magic number
     with pytest.raises(UnreadableInput, match=r"in\.jsonl\.zst: zstd-compressed; decompress it first"):
         list(read_jsonl(path))
+
+
+# -- files that are not JSON Lines: the message says what the file is and how to convert it ----------------------
+
+RECORD = example("trajectory")
+ASTRA_CORE = os.path.join(os.path.dirname(sys.executable), "astra-core")
+MULTI_LINE = "looks like one JSON document spread over several lines (a JSON array or pretty-printed JSON), " \
+             "not JSON Lines (one record per line): convert an array with jq -c '.[]' FILE, " \
+             "pretty-printed records with jq -c . FILE"
+
+
+def records(n: int) -> list[dict]:
+    return [dict(RECORD, id=f"traj-{i}") for i in range(n)]
+
+
+def malformed(raw: bytes, lineno: int = 1) -> str:
+    with pytest.raises(MalformedLine) as info:
+        parse_line("in.jsonl", lineno, raw)
+    return info.value.message
+
+
+def latin1_line(record: dict) -> bytes:
+    """A record as a Latin-1 editor saves it: an 'Ö' in its text (one byte, 0xd6, where UTF-8 has two)."""
+    record = dict(record, messages=[*record["messages"][:-1], dict(record["messages"][-1], content="Öslo: 12 °C")])
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode("latin-1")
+
+
+def test_a_line_that_is_not_utf8_names_its_first_bad_byte_and_where_it_is():
+    """orjson says 'line 1 column 1 (char 0)' wherever the bad byte is: the hint's position is Python's decoder's."""
+    raw = latin1_line(RECORD)
+    at = raw.index(b"\xd6")
+    assert at > 100  # deep in the line, far from where the parser's message points
+    assert malformed(raw) == (
+        "invalid JSON: str is not valid UTF-8: surrogates not allowed: line 1 column 1 (char 0); "
+        f"the line is not UTF-8 text (byte 0xd6 at byte {at + 1} of the line, counting from 1): JSON Lines is UTF-8, "
+        "convert the file, e.g. from Latin-1 with iconv -f latin1 -t utf-8 FILE")
+    # the position counts the bytes of the line as read, a byte-order mark too; a cut-off UTF-8 character is bad too
+    assert f"(byte 0xd6 at byte {at + 4} of the line" in malformed(b"\xef\xbb\xbf" + raw)
+    assert "(byte 0xc3 at byte 8 of the line" in malformed('{"a": "Ö"}'.encode()[:8])
+
+
+@pytest.mark.parametrize("shape", ["array", "pretty-printed record", "pretty-printed records"])
+def test_the_opening_of_a_multi_line_json_document_says_it_is_not_json_lines(shape):
+    """json.dump(..., indent=2), the way a researcher writes a JSON file: its first line is '[' or '{' alone."""
+    stream = io.StringIO()
+    if shape == "array":
+        json.dump(records(2), stream, indent=2)
+    else:
+        for record in records(1 if shape == "pretty-printed record" else 2):
+            json.dump(record, stream, indent=2)
+            stream.write("\n")
+    first = stream.getvalue().encode().splitlines(keepends=True)[0]
+    assert first.strip() in (b"[", b"{")
+    message = malformed(first)
+    assert message.startswith("invalid JSON: unexpected end of data: ")
+    assert message.endswith("; the file " + MULTI_LINE)
+
+
+@pytest.mark.parametrize("raw", [b"[\r\n", b"  {\n", b'[{"id": "a"},\n', b'{"id": "a",\n', b'{"id": "a", "tools": [\n',
+                                 b'{"t": "say \\"hi\\",", "u":'])
+def test_a_document_that_goes_on_on_its_next_line_is_named_as_such(raw):
+    assert malformed(raw).endswith(MULTI_LINE)
+    assert malformed(b"\xef\xbb\xbf" + raw).endswith(MULTI_LINE)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"id": "a"', b'{"id": "a"\n',  # a record cut off after a value (the last line of an interrupted write)
+    b'{"id": "a", "text": "Hello,', b'{"id": "a", "text": "say \\",',  # ... in the middle of a string
+    b'{"id": "a", "n": 12', b'{"id": "a", "ok": tru',  # ... in the middle of a number or a literal
+    b"{oops\n", b"]\n", b'  "tools": [\n',  # other lines of a pretty-printed file, or plain garbage
+])
+def test_other_malformed_lines_get_no_hint(raw):
+    message = malformed(raw)
+    assert message.startswith("invalid JSON: ")
+    assert ";" not in message and "jq" not in message and "UTF-8" not in message
+
+
+def test_a_json_array_of_records_on_one_line_says_so():
+    assert malformed((json.dumps(records(2)) + "\n").encode()) == (
+        "expected a JSON object, got list; the line is a JSON array of 2 records, not one record: "
+        "JSON Lines has one record per line (convert with jq -c '.[]' FILE)")
+    assert "a JSON array of 1 record, not one record" in malformed(json.dumps(records(1)).encode())
+    for other in (b"[1, 2]", b"[]", b'[{"id": "a"}, 1]'):
+        assert malformed(other) == "expected a JSON object, got list"
+
+
+def test_valid_lines_read_as_before():
+    compact = json.dumps(RECORD, ensure_ascii=False, separators=(",", ":")).encode()
+    for raw in (json.dumps(RECORD).encode() + b"\n", compact, b"\xef\xbb\xbf" + compact + b"\r\n",
+                latin1_line(RECORD).decode("latin-1").encode()):
+        assert parse_line("in.jsonl", 1, raw, "trajectory").record == json.loads(raw.decode("utf-8-sig"))
+    assert parse_line("in.jsonl", 1, json.dumps(RECORD).encode(), "trajectory").record == RECORD
+
+
+def not_jsonl_files(tmp_path) -> dict[str, tuple]:
+    """Files as researchers write them; each: (path, the line the error names, what its message ends with)."""
+    array = tmp_path / "array.json"
+    with open(array, "w") as handle:
+        json.dump(records(2), handle, indent=2)
+    pretty = tmp_path / "pretty.jsonl"
+    with open(pretty, "w") as handle:
+        for record in records(2):
+            json.dump(record, handle, indent=2)
+            handle.write("\n")
+    one_line = tmp_path / "one-line.json"
+    one_line.write_text(json.dumps(records(3)) + "\n")
+    latin1 = tmp_path / "latin1.jsonl"  # a good record, then one saved in Latin-1
+    bad = latin1_line(dict(RECORD, id="traj-1"))
+    latin1.write_bytes(json.dumps(dict(RECORD, id="traj-0")).encode() + b"\n" + bad)
+    at = bad.index("Ö".encode("latin-1")) + 1
+    utf8 = (f"the line is not UTF-8 text (byte 0xd6 at byte {at} of the line, counting from 1): "
+            "JSON Lines is UTF-8, convert the file, e.g. from Latin-1 with iconv -f latin1 -t utf-8 FILE")
+    return {"array": (array, 1, "; the file " + MULTI_LINE), "pretty": (pretty, 1, "; the file " + MULTI_LINE),
+            "one-line": (one_line, 1, "; the line is a JSON array of 3 records, not one record: "
+                                      "JSON Lines has one record per line (convert with jq -c '.[]' FILE)"),
+            "latin1": (latin1, 2, "; " + utf8)}
+
+
+@pytest.mark.parametrize("name", ["array", "pretty", "one-line", "latin1"])
+def test_a_stage_says_what_a_file_that_is_not_json_lines_is(tmp_path, name):
+    path, lineno, hint = not_jsonl_files(tmp_path)[name]
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run([ASTRA_CORE, "validate", "trajectory", str(path), "-o", str(out)], capture_output=True,
+                          text=True)
+    assert done.returncode == 1
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    prefix = f"Error: {path}:{lineno}: " + ("expected a JSON object" if name == "one-line" else "invalid JSON: ")
+    assert error.startswith(prefix) and error.endswith(hint), error
+
+
+@pytest.mark.parametrize("name", ["array", "pretty", "one-line", "latin1"])
+def test_a_stage_skipping_bad_lines_gives_the_hint_as_the_reason(tmp_path, name):
+    path, lineno, hint = not_jsonl_files(tmp_path)[name]
+    out, rejects = tmp_path / "out.jsonl", tmp_path / "rejects.jsonl"
+    done = subprocess.run([ASTRA_CORE, "validate", "trajectory", str(path), "-o", str(out), "--skip-bad",
+                           "--rejects", str(rejects)], capture_output=True, text=True)
+    assert "Traceback" not in done.stderr
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    rejected = [json.loads(line) for line in rejects.read_text().splitlines()]
+    lines = [n for n, line in enumerate(path.read_bytes().splitlines(), start=1) if line.strip()]
+    # every line ends in the output or in the rejects (in latin1.jsonl, the good first line in the output)
+    assert sorted(int(r["source"].rpartition(":")[2]) for r in rejected) == lines[len(written):]
+    assert len(written) + len(rejected) == len(lines)
+    (named,) = [r for r in rejected if r["source"] == f"{path}:{lineno}"]
+    assert named["reason"].startswith(f"malformed: {path}:{lineno}: ") and named["reason"].endswith(hint)
+    assert [r["id"] for r in written] == (["traj-0"] if name == "latin1" else [])
+    assert f"read {len(lines)} " in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -114,15 +115,17 @@ def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
 
 def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = None) -> Line:
     """Parse one line as a record, validating it as `kind` when given; raise MalformedLine."""
-    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+    as_read = raw
+    if lineno == 1 and raw.startswith(_BOM):
         raw = raw[3:]  # a byte-order mark some editors write
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise MalformedLine(f"invalid JSON: {exc}", source=source, lineno=lineno, text=raw) from None
+        raise MalformedLine(f"invalid JSON: {exc}{_not_jsonl_hint(as_read, error=str(exc))}", source=source,
+                            lineno=lineno, text=raw) from None
     if not isinstance(record, dict):
-        raise MalformedLine(f"expected a JSON object, got {type(record).__name__}", source=source, lineno=lineno,
-                            text=raw)
+        raise MalformedLine(f"expected a JSON object, got {type(record).__name__}"
+                            f"{_not_jsonl_hint(as_read, value=record)}", source=source, lineno=lineno, text=raw)
     _check_shared_fields(record, source, lineno, raw)
     if kind is not None:
         try:
@@ -131,6 +134,39 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = N
             raise MalformedLine(f"not a valid {kind_name(kind)}: {exc.message}", source=source, lineno=lineno, text=raw,
                                 record_id=exc.record_id, field=exc.field) from None
     return Line(source, lineno, record)
+
+
+_BOM = b"\xef\xbb\xbf"
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a complete JSON string, escapes and all
+
+
+def _not_jsonl_hint(raw: bytes, *, error: str | None = None, value: object = None) -> str:
+    """What a line that is no JSON Lines record (`error`: the parser's message, else the parsed `value`) is
+    instead, and how to fix the file: '; ...' for a message, or '' when the line has none of these shapes.
+
+    - bytes that are not UTF-8 (a Latin-1 file, say): the first bad byte and where it is;
+    - the opening of one JSON document spread over several lines (a JSON array, pretty-printed JSON): the parser
+      ran out of data on a line that starts with '[' or '{' and breaks off after '[', '{', ',' or ':' outside a
+      string, where such a document goes on on its next line (a record cut off mid-value is not one of these);
+    - a JSON array of records written on one line."""
+    if error is not None:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return (f"; the line is not UTF-8 text (byte 0x{raw[bad.start]:02x} at byte {bad.start + 1} of the "
+                    f"line, counting from 1): JSON Lines is UTF-8, convert the file, e.g. from Latin-1 with "
+                    f"iconv -f latin1 -t utf-8 FILE")
+        rest = _STRING.sub(b"0", raw.removeprefix(_BOM)).strip()  # each whole string a value, to see what ends it
+        if (error.startswith("unexpected end of data") and rest[:1] in (b"[", b"{") and rest[-1:] in b"[{,:"
+                and b'"' not in rest):
+            return ("; the file looks like one JSON document spread over several lines (a JSON array or pretty-printed "
+                    "JSON), not JSON Lines (one record per line): convert an array with jq -c '.[]' FILE, "
+                    "pretty-printed records with jq -c . FILE")
+        return ""
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return (f"; the line is a JSON array of {len(value)} record{'s' if len(value) != 1 else ''}, not one record: "
+                f"JSON Lines has one record per line (convert with jq -c '.[]' FILE)")
+    return ""
 
 
 def _check_shared_fields(record: dict, source: str, lineno: int, raw: bytes) -> None:
