@@ -54,3 +54,33 @@ def test_a_stage_whose_reader_closes_stdout_stops_quietly_with_its_counts(tmp_pa
     assert "stopped: the reader of stdout closed it (after " in err
     assert "astra-core validate: read " in err
     assert "Traceback" not in err and "Exception ignored" not in err and "Broken pipe" not in err
+
+
+def test_a_stage_sent_sigterm_while_it_waits_for_stdin_says_what_it_did_and_exits_143(tmp_path):
+    """`kill` (or a scheduler's time limit) while a stage reads a pipe that stays open: the records it finished are
+    in its output, its counts and what is left are on stderr, no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from astra_core.formats_doc import example
+
+    out = tmp_path / "out.jsonl"
+    command = os.path.join(os.path.dirname(sys.executable), "astra-core")
+    with subprocess.Popen([command, "validate", "trajectory", "-", "-o", str(out)], stdin=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as process:
+        for i in range(3):
+            process.stdin.write((json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n").encode())
+        process.stdin.flush()
+        deadline = time.monotonic() + 60
+        while (not out.exists() or out.read_text().count("\n") < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        err = process.stderr.read().decode()
+    assert process.returncode == 143, err
+    assert "astra-core validate: read 3 · wrote 3 from 3 · rejected 0" in err
+    assert "terminated (SIGTERM): 0 read records not finished" in err
+    assert "Traceback" not in err
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["t0", "t1", "t2"]

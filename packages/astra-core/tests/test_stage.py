@@ -332,3 +332,44 @@ def test_an_interrupted_run_says_how_many_read_records_are_unfinished_and_how_to
     assert "test: read 4 · wrote 3 from 3 · rejected 0" in err
     assert "interrupted: 1 read record not finished (" in err
     assert ("--resume to do only what is left" if output == "file" else "write to -o FILE to be able to --resume") in err
+
+
+def test_sigterm_stops_a_stage_as_ctrl_c_does_and_exits_143(tmp_path, capsysbinary):
+    """A batch scheduler's time limit (Slurm: SIGTERM, then SIGKILL after a grace time) or `kill`: before, the
+    stage died at once with no counts and no word on what was left; now it says so as on Ctrl-C, exit 143."""
+    import os
+    import signal
+
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # (else the kill below would end pytest)
+    inp = write_input(tmp_path / "in.jsonl", records(10))
+
+    def terminated_at_the_fourth(record):
+        if record["value"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return record
+
+    with pytest.raises(SystemExit) as stopped:
+        with Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "out.jsonl"))) as stage:
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+            stage.run(terminated_at_the_fourth)
+    assert stopped.value.code == 143
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handed back
+    err = capsysbinary.readouterr().err.decode()
+    assert "test: read 4 · wrote 3 from 3 · rejected 0" in err
+    assert "terminated (SIGTERM): 1 read record not finished (rerun with the same -o and --resume" in err
+    assert [r["id"] for r in read(tmp_path / "out.jsonl")] == ["r0", "r1", "r2"]
+
+
+def test_a_stage_leaves_a_sigterm_handler_set_by_its_caller_alone(tmp_path):
+    import signal
+
+    calls = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+    try:
+        inp = write_input(tmp_path / "in.jsonl", records(3))
+        with Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "out.jsonl"))) as stage:
+            signal.raise_signal(signal.SIGTERM)
+            stage.run(lambda record: record)
+        assert calls == [signal.SIGTERM] and stage.counts.written == 3
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -20,8 +20,10 @@ import asyncio
 import collections
 import hashlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
@@ -199,6 +201,26 @@ def _truncate_partial_last_line(path: str) -> None:
 EXIT_PIPE_CLOSED = 141
 
 
+EXIT_TERMINATED = 143  # 128 + SIGTERM: what a shell reports for a process SIGTERM ended
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a batch scheduler's time limit or preemption, `kill`): the stage stops as on Ctrl-C."""
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """Make SIGTERM raise Terminated; returns what undoes it. Left alone outside the main thread (signal handlers
+    live there) and when SIGTERM already has a handler of someone else's, or is ignored."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+
+    def terminated(signum, frame) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _stdout_to_devnull() -> None:
     """Python flushes stdout again at exit; into a closed pipe that prints an 'Exception ignored' message."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -240,6 +262,7 @@ class Stage:
         self._started = 0.0
         self._first_error_shown = False
         self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
+        self._undo_sigterm: Callable[[], None] = lambda: None
 
     def provenance(self, *, model: str | Callable[[], str | None] | None = None, seed: int | None = None) -> None:
         """The model (and seed) the output records' provenance step names. `model` may be a function asked
@@ -277,9 +300,11 @@ class Stage:
         total = self._total if self._total is not None else (lambda: count_lines(opts.inputs))
         self._bar = Progress(self.command, total, show=opts.progress).__enter__()
         self._started = time.monotonic()
+        self._undo_sigterm = _stop_on_sigterm()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self._undo_sigterm()
         if self._bar is not None:
             self._bar.close()
         if self._parquet is not None and exc_type is None:
@@ -303,6 +328,9 @@ class Stage:
             raise SystemExit(EXIT_PIPE_CLOSED)
         if exc_type is None:
             print(self.summary(), file=sys.stderr)
+        elif exc_type is Terminated:
+            print(self.summary() + self._unfinished("terminated (SIGTERM)"), file=sys.stderr)
+            raise SystemExit(EXIT_TERMINATED)
         elif exc_type is KeyboardInterrupt:
             print(self.summary() + self._unfinished("interrupted"), file=sys.stderr)
         elif exc_type is not None and issubclass(exc_type, StageError) and self.counts.produced + self.counts.rejected:
