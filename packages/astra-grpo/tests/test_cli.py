@@ -215,3 +215,33 @@ def test_train_and_rollout_commands_end_to_end(tiny_llama, tmp_path, fresh_accel
     assert [r["sample_id"] for r in records] == ["rl-0", "rl-0", "rl-1", "rl-1"]
     assert all(r["meta"]["provenance"][-1]["command"] == "astra-grpo rollout" for r in records)
     assert "episodes: 4" in result.output
+
+
+def test_sft_sent_sigterm_stops_after_its_step_with_the_state_saved(tiny_llama, tmp_path):
+    """The real command, signalled from outside as a scheduler's time limit does: one line, exit 143, the state of
+    the step it finished on disk for --resume."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from astra_core.formats_doc import example
+    from astra_grpo.checkpoint import saved_steps
+
+    data = write(tmp_path / "t.jsonl", [dict(example("trajectory"), id=f"t{i}") for i in range(4)])
+    out = tmp_path / "out"
+    command = [os.path.join(os.path.dirname(sys.executable), "astra-grpo"), "sft", str(data), "--config",
+               "sft_tiny_cpu.yaml", "--model", str(tiny_llama), "--output-dir", str(out), "--max-steps", "100000",
+               "--save-state-steps", "0", "--report-to", "none"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as run:
+        metrics, deadline = out / "metrics.jsonl", time.monotonic() + 300
+        while (not metrics.exists() or not metrics.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run.send_signal(signal.SIGTERM)
+        err = run.stderr.read()
+    assert run.returncode == 143, err
+    assert "astra-grpo sft: SIGTERM: stopped after step " in err and "Traceback" not in err
+    [step] = saved_steps(out / "state")
+    assert f"stopped after step {step}, its training state saved in {out / 'state' / f'step-{step:06d}'}" in err
+    assert not (out / "final").exists()

@@ -119,3 +119,65 @@ def assert_sft_run_matches_one_process(run: Path, model_dir: Path, data: Path, o
     weights_two = flat_params(AutoModelForCausalLM.from_pretrained(run / "final"))
     torch.testing.assert_close(weights_two, weights_one, rtol=0, atol=3e-3)  # Adam: 2 steps of lr 1e-3
     assert (weights_one - flat_params(AutoModelForCausalLM.from_pretrained(model_dir))).abs().max() > 1e-4
+
+
+def test_sigterm_to_one_process_stops_both_after_the_same_step_with_the_state_saved(tiny_llama, tmp_path):
+    """Only rank 1 gets the signal: the ranks agree (a collective each step), both finish the same step, save its
+    state together and stop; rank 0 says so. (A rank stopping alone would leave the other in a collective.)"""
+    import signal
+    import time
+
+    from astra_grpo.checkpoint import saved_steps
+
+    data, out = trajectories(tmp_path / "trajectories.jsonl"), tmp_path / "out"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [str(Path(sys.executable).parent / "accelerate"), "launch",
+               "--config_file", str(bundled_configs() / "accelerate" / "cpu_2proc.yaml"),
+               "--main_process_port", str(free_port()), str(Path(sys.executable).parent / "astra-grpo"), "sft",
+               str(data), "--config", "sft_tiny_cpu.yaml", "--model", str(tiny_llama), "--output-dir", str(out),
+               "--batch-size", "4", "--micro-batch-size", "1", "--max-steps", "100000", "--save-state-steps", "0",
+               "--report-to", "none"]
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True) as run:
+        try:
+            metrics, deadline = out / "metrics.jsonl", time.monotonic() + 600
+            while (not metrics.exists() or not metrics.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            os.kill(rank_process(run.pid, rank=1), signal.SIGTERM)
+            err = run.communicate(timeout=600)[1]
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    [step] = saved_steps(out / "state")
+    assert f"astra-grpo sft: SIGTERM: stopped after step {step}, its training state saved" in err, err[-3000:]
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()][-1] == step
+    assert not (out / "final").exists()
+
+
+def rank_process(launcher: int, rank: int) -> int:
+    """The pid of the training process of `rank` among the launcher's descendants (by its RANK variable)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for pid in Path("/proc").iterdir():
+            if not pid.name.isdigit():
+                continue
+            try:
+                environ = (pid / "environ").read_bytes().split(b"\0")
+                ancestors = _ancestors(int(pid.name))
+            except OSError:
+                continue
+            if launcher in ancestors and f"RANK={rank}".encode() in environ and b"LOCAL_RANK=" + str(rank).encode() \
+                    in environ:
+                return int(pid.name)
+        time.sleep(0.2)
+    raise AssertionError(f"no process of rank {rank} under {launcher}")
+
+
+def _ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        chain.append(pid)
+    return chain

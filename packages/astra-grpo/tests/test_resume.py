@@ -112,3 +112,61 @@ def test_sft_resume_is_identical_to_an_uninterrupted_run(tiny_llama, tmp_path, f
     assert same_weights(whole, resumed)
     keys = ["step", "loss", "lr", "grad_norm", "epoch"]
     assert steps_of(tmp_path / "whole" / "metrics.jsonl", keys) == steps_of(tmp_path / "resumed" / "metrics.jsonl", keys)
+
+
+def signal_after(step, signum):
+    import os
+
+    def on_step(done):
+        if done == step:
+            os.kill(os.getpid(), signum)  # as a scheduler's time limit would, in the middle of the run
+    return on_step
+
+
+def test_sigterm_stops_grpo_after_its_step_with_the_state_saved_and_resume_is_identical(
+        tiny_llama, samples, tmp_path, sandbox, fresh_accelerate_state):
+    """SIGTERM at step 2 of 4, with full states due only every 3 steps: the run finishes step 2, saves its state
+    there anyway, stops (exit code 143, no final weights); `--resume` ends exactly where an uninterrupted run does."""
+    import signal
+
+    from astra_grpo.preemption import Stopped
+
+    whole = train_grpo(grpo_config(tiny_llama, tmp_path / "whole", save_state_steps=3), [str(samples)],
+                       pool=sandbox, reward_fn=coin_reward)
+    with pytest.raises(Stopped) as stopped:
+        train_grpo(grpo_config(tiny_llama, tmp_path / "resumed", save_state_steps=3), [str(samples)], pool=sandbox,
+                   reward_fn=coin_reward, on_step=signal_after(2, signal.SIGTERM))
+    assert stopped.value.exit_code == 143
+    assert "SIGTERM: stopped after step 2" in str(stopped.value) and "--resume continues" in str(stopped.value)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handed back
+    assert saved_steps(tmp_path / "resumed" / "state") == [2]
+    assert not (tmp_path / "resumed" / "final").exists()
+    played = []
+    resumed = train_grpo(grpo_config(tiny_llama, tmp_path / "resumed", save_state_steps=3, resume=True),
+                         [str(samples)], pool=sandbox, reward_fn=coin_reward, on_step=played.append)
+    assert played == [3, 4]
+    assert same_weights(whole, resumed)
+    keys = ["step", "loss", "rollout/reward_mean", "abf/buffer", "grad_norm"]
+    assert steps_of(tmp_path / "whole" / "metrics.jsonl", keys) == steps_of(tmp_path / "resumed" / "metrics.jsonl", keys)
+
+
+def test_sigusr1_stops_sft_after_its_step_with_the_state_saved(tiny_llama, tmp_path, fresh_accelerate_state):
+    """Slurm's `--signal=USR1@300` warning: exit code 138, the state of the step it finished, no state saving
+    configured at all."""
+    import signal
+
+    from astra_core.formats_doc import example
+    from astra_grpo.preemption import Stopped
+
+    data = tmp_path / "trajectories.jsonl"
+    data.write_text("".join(json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n" for i in range(4)))
+    config = load_config(SFTConfig, None, dict(model=str(tiny_llama), output_dir=str(tmp_path / "out"), batch_size=2,
+                                               micro_batch_size=1, max_steps=4, learning_rate=1e-3, report_to=[],
+                                               save_state_steps=0, save_weights_steps=0))
+    with pytest.raises(Stopped) as stopped:
+        train_sft(config, [str(data)], on_step=signal_after(1, signal.SIGUSR1))
+    assert stopped.value.exit_code == 138 and "SIGUSR1: stopped after step 1" in str(stopped.value)
+    assert saved_steps(tmp_path / "out" / "state") == [1]
+    played = []
+    train_sft(load_config(SFTConfig, None, {**config.__dict__, "resume": True}), [str(data)], on_step=played.append)
+    assert played == [2, 3, 4]

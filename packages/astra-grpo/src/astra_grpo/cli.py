@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -33,11 +34,13 @@ from astra_grpo.play import Player, play_samples
 
 def config_errors(f):
     """A bad config, a model path that holds no checkpoint, a chat template we cannot render incrementally, no
-    interpreter with tau2 for tau2 samples, or a tracker that does not start, is a one-line error."""
+    interpreter with tau2 for tau2 samples, or a tracker that does not start, is a one-line error; so is a run
+    stopped on SIGTERM or SIGUSR1 (`astra_grpo.preemption`), with its exit code."""
     from astra_core.llm import LLMUnavailable
     from astra_core.local.model import ModelNotAvailable
 
     from astra_grpo.chat import TemplateError
+    from astra_grpo.preemption import Stopped
     from astra_grpo.tau2 import Tau2Error
     from astra_grpo.tracking import TrackerError
 
@@ -49,6 +52,9 @@ def config_errors(f):
             raise click.ClickException(str(exc)) from exc
         except LLMUnavailable as exc:  # the user simulator's endpoint (a stage's own stop says its counts first)
             raise click.ClickException(f"{exc}; stopped (--resume continues from the last saved state)") from exc
+        except Stopped as exc:  # SIGTERM / SIGUSR1: a scheduler's time limit, with the state saved
+            _say_main(str(exc))
+            sys.exit(exc.exit_code)
 
     return wrapper
 

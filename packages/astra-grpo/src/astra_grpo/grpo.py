@@ -47,6 +47,7 @@ from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_r
 from astra_grpo.engines import Sampling, correction
 from astra_grpo.logprobs import collate, pad_token_values, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, group_advantages, objective_share, policy_terms
+from astra_grpo.preemption import Stopped, StopSignals
 from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
 from astra_grpo.runtime import (
     chunks,
@@ -172,7 +173,9 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     metrics = Metrics(accelerator, config, resume_step=resumed)
     rollouts_out = _open_rollouts(config.rollouts_out, resumed) if main else None
 
+    stopped: Stopped | None = None
     with contextlib.ExitStack() as stack:
+        signals = stack.enter_context(StopSignals())
         progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
                                                 initial=step))
         on_tau2 = [sample for sample in samples if "tau2" in sample["environment"]]
@@ -190,6 +193,11 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             stack.enter_context(user_simulator)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
                                user_simulator=user_simulator, tau2=tau2)
+
+        def save_state() -> Path:
+            return save_training_state(accelerator, output / "state", step,
+                                       {"step": step, "stream": stream.state_dict(), "abf_buffer": filler.buffer},
+                                       config.keep_last_states)
 
         def rollout_round(rolled: list[Group]) -> list[Group]:
             """`batch_size` new groups, played on every process's share and gathered everywhere."""
@@ -248,15 +256,21 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             metrics.log(step, values, final=step == total_steps)
             if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
                 save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
-            if config.save_state_steps and step % config.save_state_steps == 0:
-                save_training_state(accelerator, output / "state", step,
-                                    {"step": step, "stream": stream.state_dict(), "abf_buffer": filler.buffer},
-                                    config.keep_last_states)
+            state_due = bool(config.save_state_steps) and step % config.save_state_steps == 0
+            if state_due:
+                save_state()
             if on_step is not None:
                 on_step(step)
+            if step < total_steps and (signum := signals.agreed(accelerator)):
+                state = step_dir(output / "state", step) if state_due else save_state()
+                stopped = Stopped(COMMAND, signum, step, str(state))
+                break
 
     if rollouts_out is not None:
         rollouts_out.close()
+    if stopped is not None:
+        metrics.close()
+        raise stopped
     save_weights(accelerator, model, tokenizer, output / "final")
     metrics.close()
     return output / "final"

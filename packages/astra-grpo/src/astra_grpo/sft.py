@@ -32,6 +32,7 @@ from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, load_records, write_rejects
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, objective_share, sft_token_loss
+from astra_grpo.preemption import Stopped, StopSignals
 from astra_grpo.runtime import (
     chunks,
     data_parallel_size,
@@ -43,6 +44,8 @@ from astra_grpo.runtime import (
     world_size,
 )
 from astra_grpo.tracking import Metrics, start_trackers
+
+COMMAND = "astra-grpo sft"
 
 
 def build_examples(records: list[dict], renderer: ChatRenderer, config: SFTConfig):
@@ -88,9 +91,9 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
     renderer = chat_renderer(tokenizer, config)
     examples, dropped = build_examples(records, renderer, config)
     if accelerator.is_main_process:
-        write_rejects(rejects, "astra-grpo sft", dropped)
+        write_rejects(rejects, COMMAND, dropped)
         if dropped:
-            print(f"astra-grpo sft: dropped {len(dropped)} of {len(records)} trajectories "
+            print(f"{COMMAND}: dropped {len(dropped)} of {len(records)} trajectories "
                   f"({dropped[0][1]}{', ...' if len(dropped) > 1 else ''})", file=sys.stderr)
     if not examples:
         raise ConfigError("no trajectory left to train on (see the dropped reasons above)")
@@ -108,12 +111,17 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
         step, resumed = state["step"], state["step"]
         stream.load_state_dict(state["stream"])
         if accelerator.is_main_process:
-            print(f"astra-grpo sft: resumed from {state_path}", file=sys.stderr)
+            print(f"{COMMAND}: resumed from {state_path}", file=sys.stderr)
     metrics = Metrics(accelerator, config, resume_step=resumed)
 
     group = current_grid().dp_rank  # the ranks of a context-parallel group train on the same sequences
     show = None if accelerator.is_main_process else False
-    with Progress("astra-grpo sft", total_steps, unit="step", show=show, initial=step) as progress:
+    def save_state() -> Path:
+        return save_training_state(accelerator, output / "state", step, {"step": step, "stream": stream.state_dict()},
+                                   config.keep_last_states)
+
+    stopped: Stopped | None = None
+    with StopSignals() as signals, Progress(COMMAND, total_steps, unit="step", show=show, initial=step) as progress:
         while step < total_steps:
             started = time.perf_counter()
             mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
@@ -129,12 +137,19 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
                                "epoch": stream.epoch + stream.offset / len(examples)}, final=step == total_steps)
             if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
                 save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
-            if config.save_state_steps and step % config.save_state_steps == 0:
-                save_training_state(accelerator, output / "state", step, {"step": step, "stream": stream.state_dict()},
-                                    config.keep_last_states)
+            state_due = bool(config.save_state_steps) and step % config.save_state_steps == 0
+            if state_due:
+                save_state()
             if on_step is not None:
                 on_step(step)
+            if step < total_steps and (signum := signals.agreed(accelerator)):
+                state = step_dir(output / "state", step) if state_due else save_state()
+                stopped = Stopped(COMMAND, signum, step, str(state))
+                break
 
+    if stopped is not None:
+        metrics.close()
+        raise stopped
     save_weights(accelerator, model, tokenizer, output / "final")
     metrics.close()
     return output / "final"
