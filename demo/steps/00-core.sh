@@ -16,3 +16,15 @@ curl -sf "$ASTRA_LLM_BASE_URL/chat/completions" -H 'Content-Type: application/js
              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
   "tool_choice": "required", "temperature": 0}' > "$OUT/tool_call_reply.json"
 python -c "import json; m=json.load(open('$OUT/tool_call_reply.json'))['choices'][0]['message']; print('model tool call:', m['tool_calls'][0]['function'])"
+# A batch scheduler's time limit (SIGTERM) stops a stage as Ctrl-C does: what it wrote stays, its counts and
+# what is left go to stderr, exit 143 (here: a stage reading a pipe whose writer is still open).
+T="$OUT/examples/sigterm"
+rm -rf "$T" && mkdir -p "$T" && mkfifo "$T/in"
+astra-core validate trajectory "$T/in" -o "$T/out.jsonl" 2> "$T/stderr.txt" & stage=$!
+exec 3> "$T/in"
+cat "$OUT/examples/trajectory.jsonl" >&3
+until [ -s "$T/out.jsonl" ] || ! kill -0 "$stage" 2> /dev/null; do sleep 0.1; done
+kill -TERM "$stage"; status=0; wait "$stage" || status=$?
+exec 3>&-
+[ "$status" = 143 ] || { cat "$T/stderr.txt"; echo "expected exit 143 after SIGTERM, got $status"; exit 1; }
+echo "  SIGTERM mid-run: exit $status, $(grep -o 'wrote [0-9]* from [0-9]*' "$T/stderr.txt"); $(grep -o 'terminated (SIGTERM): [^(]*' "$T/stderr.txt")"
