@@ -13,17 +13,15 @@ head -2 "$OUT/qaenv/rl_samples.jsonl" > "$G/rl_data.jsonl"
 # 1. SFT: loss on assistant tokens only, cosine schedule with warmup; weights in HF format. Stopped after its
 #    first step as a batch scheduler's time limit would (SIGTERM): it finishes the step it is in, saves its
 #    state and exits 143; --resume finishes the run exactly as an uninterrupted one (tested).
-demo_sft() {
-  astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft" \
-    --batch-size 2 --micro-batch-size 2 --max-steps 4 --warmup-ratio 0 --max-length 1024 --learning-rate 2e-4 "$@"
-}
+SFT=(astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --output-dir "$G/sft"
+  --batch-size 2 --micro-batch-size 2 --max-steps 4 --warmup-ratio 0 --max-length 1024 --learning-rate 2e-4)
 rm -rf "$G/sft"
-demo_sft 2> "$G/sft_stopped.txt" & trainer=$!
+"${SFT[@]}" 2> "$G/sft_stopped.txt" & trainer=$!
 until [ -s "$G/sft/metrics.jsonl" ] || ! kill -0 "$trainer" 2> /dev/null; do sleep 0.2; done
 kill -TERM "$trainer"; status=0; wait "$trainer" || status=$?
 [ "$status" = 143 ] || { cat "$G/sft_stopped.txt"; echo "expected exit 143 after SIGTERM, got $status"; exit 1; }
 grep "SIGTERM: stopped after step" "$G/sft_stopped.txt"
-demo_sft --resume
+"${SFT[@]}" --resume
 
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
