@@ -238,3 +238,19 @@ def test_a_port_in_use_is_one_line_said_before_the_model_loads(tmp_path):
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     [line] = result.output.strip().splitlines()
     assert line == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use (--port 0 picks a free port)"
+
+
+@pytest.mark.parametrize("name, hinted", [("Qwen/Qwen3-0.6B", True), ("no/such/dir", False), ("./Qwen3", False),
+                                          ("checkpoint", False)])
+def test_a_model_name_that_reads_as_a_hub_id_says_how_to_download_it(tmp_path, monkeypatch, name, hinted):
+    """Models load from a local path only; a researcher used to `from_pretrained("Qwen/Qwen3-0.6B")` is told how
+    to get the directory, and a path that is no hub id gets no such advice."""
+    from astra_core.local.model import ModelNotAvailable, resolve_model_path
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelNotAvailable) as refused:
+        resolve_model_path(name)
+    message = str(refused.value)
+    assert "is not a local transformers checkpoint (no config.json); models load from a local path only" in message
+    assert ("hf download Qwen/Qwen3-0.6B --local-dir models/Qwen3-0.6B" in message) is hinted
+    assert ("Hub id" in message) is hinted

@@ -77,8 +77,16 @@ def resolve_model_path(path: str | os.PathLike | None) -> Path:
     resolved = Path(path).expanduser()
     if not (resolved / "config.json").exists():
         raise ModelNotAvailable(f"{resolved} is not a local transformers checkpoint (no config.json); "
-                                "models load from a local path only")
+                                f"models load from a local path only{_download_hint(str(path), resolved)}")
     return resolved
+
+
+def _download_hint(name: str, resolved: Path) -> str:
+    """For a name that reads as a Hugging Face Hub id ('Qwen/Qwen3-0.6B') and is no local directory: how to fetch it."""
+    owner, _, model = name.partition("/")
+    if resolved.exists() or not owner or not model or "/" in model or name.startswith((".", "~")):
+        return ""
+    return f"; if {name} is a Hugging Face Hub id, download it first (`hf download {name} --local-dir models/{model}`)"
 
 
 def load_part[T](what: str, directory: Path, load: Callable[[], T]) -> T:
