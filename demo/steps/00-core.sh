@@ -27,4 +27,4 @@ until [ -s "$T/out.jsonl" ] || ! kill -0 "$stage" 2> /dev/null; do sleep 0.1; do
 kill -TERM "$stage"; status=0; wait "$stage" || status=$?
 exec 3>&-
 [ "$status" = 143 ] || { cat "$T/stderr.txt"; echo "expected exit 143 after SIGTERM, got $status"; exit 1; }
-echo "  SIGTERM mid-run: exit $status, $(grep -o 'wrote [0-9]* from [0-9]*' "$T/stderr.txt"); $(grep -o 'terminated (SIGTERM): [^(]*' "$T/stderr.txt")"
+echo "  SIGTERM mid-run: exit $status, $(grep -o 'wrote [0-9]* from [0-9]*' "$T/stderr.txt"); $(grep -o 'terminated (SIGTERM): [0-9]* read records\? not finished' "$T/stderr.txt")"

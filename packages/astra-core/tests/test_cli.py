@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from astra_core.cli import main
 from click.testing import CliRunner
 
@@ -84,3 +85,60 @@ def test_a_stage_sent_sigterm_while_it_waits_for_stdin_says_what_it_did_and_exit
     assert "terminated (SIGTERM): 0 read records not finished" in err
     assert "Traceback" not in err
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["t0", "t1", "t2"]
+
+
+def _stage_command():
+    import os
+    import sys
+
+    return os.path.join(os.path.dirname(sys.executable), "astra-core")
+
+
+def _trajectories(path, n):
+    from astra_core.formats_doc import example
+
+    path.write_text("".join(json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n" for i in range(n)))
+    return path
+
+
+def test_a_file_that_cannot_grow_stops_the_stage_in_one_line_and_resume_does_the_rest(tmp_path):
+    """A full disk or a quota mid-run (here: RLIMIT_FSIZE, EFBIG): before, two chained tracebacks (the failed flush,
+    then the failed close); now the counts, what is unfinished and one line naming the file; after freeing space,
+    --resume drops the half-written line and writes each record once."""
+    import resource
+    import subprocess
+
+    records, out = _trajectories(tmp_path / "in.jsonl", 200), tmp_path / "out.jsonl"
+    command = [_stage_command(), "validate", "trajectory", str(records), "-o", str(out)]
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    stopped = subprocess.run(command, capture_output=True, text=True, preexec_fn=small_files)
+    assert stopped.returncode == 1, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert f"Error: cannot write {out}: File too large" in stopped.stderr
+    assert "read records not finished (rerun with the same -o and --resume" in stopped.stderr \
+        or "read record not finished (rerun with the same -o and --resume" in stopped.stderr
+    assert 0 < out.stat().st_size <= 20_000
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [f"t{i}" for i in range(200)]
+
+
+@pytest.mark.parametrize("where", ["-o", "--rejects", "stdout"])
+def test_a_full_device_is_one_line_naming_where_the_stage_writes(tmp_path, where):
+    import subprocess
+
+    records = _trajectories(tmp_path / "in.jsonl", 3)
+    with records.open("a") as handle:
+        handle.write('{"id": "bad", "messages": "not a list"}\n')
+    command = [_stage_command(), "validate", "trajectory", str(records), "--skip-bad"]
+    command += {"-o": ["-o", "/dev/full"], "--rejects": ["-o", str(tmp_path / "out.jsonl"), "--rejects", "/dev/full"],
+                "stdout": []}[where]
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(command, stdout=full if where == "stdout" else None, stderr=subprocess.PIPE, text=True)
+    name = "<stdout>" if where == "stdout" else "/dev/full"
+    assert done.returncode == 1, done.stderr
+    assert f"Error: cannot write {name}: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr

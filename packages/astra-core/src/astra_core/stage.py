@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import hashlib
 import os
 import signal
@@ -228,6 +229,18 @@ def _stdout_to_devnull() -> None:
     os.close(devnull)
 
 
+@contextlib.contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """An OSError while writing `path` (a full disk, a quota, a file system gone away) is a StageError naming it,
+    not a traceback; a closed stdout pipe stays a BrokenPipeError (see Stage.__exit__)."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise StageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
 def _open_output(path: str, mode: str) -> IO[bytes]:
     """An output or rejects file; a name ending in .gz is written gzip-compressed."""
     if path.endswith(".gz"):
@@ -307,19 +320,10 @@ class Stage:
         self._undo_sigterm()
         if self._bar is not None:
             self._bar.close()
-        if self._parquet is not None and exc_type is None:
-            self._out.seek(0)
-            self._parquet(self._out, self.options.output)
-        pipe_closed = exc_type is BrokenPipeError and self._out is sys.stdout.buffer
-        if self._out is not None and self._out is not sys.stdout.buffer:
-            self._out.close()
-        elif self._out is not None and not pipe_closed:
-            try:
-                self._out.flush()
-            except BrokenPipeError:
-                pipe_closed = True
-        if self._rejects is not None:
-            self._rejects.close()
+        pipe_closed, failed_write = self._close_outputs(exc_type)
+        if failed_write is not None and exc_type is None:  # (after another failure, what it left unwritten is redone)
+            print(self.summary(), file=sys.stderr)
+            raise failed_write
         if pipe_closed:
             written = self.counts.written
             print(f"{self.summary()}\n  stopped: the reader of stdout closed it (after {written} "
@@ -336,6 +340,38 @@ class Stage:
         elif exc_type is not None and issubclass(exc_type, StageError) and self.counts.produced + self.counts.rejected:
             # stopped after some work (why: the error, printed next); stopped before any, the error alone says it
             print(self.summary() + self._unfinished("stopped"), file=sys.stderr)
+
+    def _close_outputs(self, exc_type) -> tuple[bool, StageError | None]:
+        """Close the output (converting it to parquet if asked) and the rejects: whether stdout's reader had
+        closed it, and the first write that failed."""
+        pipe_closed = exc_type is BrokenPipeError and self._out is sys.stdout.buffer
+        steps: list[tuple[str, Callable[[], None]]] = []
+        if self._parquet is not None and exc_type is None:
+            steps.append((self.options.output, self._write_parquet))
+        if self._out is not None and self._out is not sys.stdout.buffer:
+            steps.append((self.options.output, self._out.close))
+        elif self._out is not None and not pipe_closed:
+            steps.append((self._output_name, self._out.flush))
+        if self._rejects is not None:
+            steps.append((self.options.rejects, self._rejects.close))
+        failed = None
+        for path, step in steps:
+            try:
+                with _writing(path):
+                    step()
+            except BrokenPipeError:
+                pipe_closed = True
+            except StageError as exc:
+                failed = failed or exc
+        return pipe_closed, failed
+
+    def _write_parquet(self) -> None:
+        self._out.seek(0)
+        self._parquet(self._out, self.options.output)
+
+    @property
+    def _output_name(self) -> str:
+        return "<stdout>" if self.options.output == "-" else self.options.output
 
     def summary(self) -> str:
         c = self.counts
@@ -422,8 +458,9 @@ class Stage:
                     return
             lines.append(dumps(record))
         assert self._out is not None
-        self._out.write(b"".join(lines))
-        self._out.flush()
+        with _writing(self._output_name):
+            self._out.write(b"".join(lines))
+            self._out.flush()
         self.counts.written += len(lines)
         self.counts.produced += 1
         self._advance()
@@ -444,14 +481,17 @@ class Stage:
         self.counts.dropped[_reason_key(reason)] += 1
         if self._rejects is not None:
             entry = {"id": made.get("id"), "reason": reason, "stage": self.command, "derived": True, "record": made}
-            self._rejects.write(dumps(entry))
-            self._rejects.flush()
+            self._write_rejects_line(dumps(entry))
 
     def _write_reject(self, entry: dict) -> None:
         self.counts.rejected += 1
         self.counts.reasons[_reason_key(entry["reason"])] += 1
         if self._rejects is not None:
-            self._rejects.write(dumps(entry))
+            self._write_rejects_line(dumps(entry))
+
+    def _write_rejects_line(self, line: bytes) -> None:
+        with _writing(self.options.rejects):
+            self._rejects.write(line)
             self._rejects.flush()
 
     def _stamp(self, record: dict, source: dict | None) -> None:
