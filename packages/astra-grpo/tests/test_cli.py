@@ -245,3 +245,32 @@ def test_sft_sent_sigterm_stops_after_its_step_with_the_state_saved(tiny_llama, 
     [step] = saved_steps(out / "state")
     assert f"stopped after step {step}, its training state saved in {out / 'state' / f'step-{step:06d}'}" in err
     assert not (out / "final").exists()
+
+
+def test_weights_that_cannot_be_written_are_one_line_and_leave_no_half_copy(tiny_llama, tmp_path):
+    """A full disk or a quota while saving (here: RLIMIT_FSIZE below the weights' size): before, a safetensors
+    traceback and a `final.partial` directory left taking space; now one line naming the directory and what a
+    rerun starts from, and the half-written copy removed."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from astra_core.formats_doc import example
+
+    data = write(tmp_path / "t.jsonl", [dict(example("trajectory"), id=f"t{i}") for i in range(4)])
+    out = tmp_path / "out"
+    weights = (tiny_llama / "model.safetensors").stat().st_size
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (weights // 2, weights // 2))
+
+    command = [os.path.join(os.path.dirname(sys.executable), "astra-grpo"), "sft", str(data), "--config",
+               "sft_tiny_cpu.yaml", "--model", str(tiny_llama), "--output-dir", str(out), "--max-steps", "1",
+               "--report-to", "none"]
+    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=small_files, timeout=600)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"Error: could not save the weights in {out / 'final'} (" in done.stderr
+    assert "no training state was saved: a rerun starts over" in done.stderr
+    assert not (out / "final").exists() and not (out / "final.partial").exists()

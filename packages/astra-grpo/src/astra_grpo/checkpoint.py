@@ -11,8 +11,10 @@ mid-save leaves the previous state as the newest.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -25,14 +27,36 @@ def step_dir(root: Path, step: int) -> Path:
     return root / f"step-{step:06d}"
 
 
+class CheckpointError(Exception):
+    """A checkpoint that could not be written (a full disk, a quota); its half-written copy is removed."""
+
+
+@contextlib.contextmanager
+def _writing(what: str, partial: Path) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - torch, safetensors and the OS each raise their own types
+        shutil.rmtree(partial, ignore_errors=True)  # frees what the attempt took
+        said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:300]
+        raise CheckpointError(f"could not save the {what} in {partial.with_suffix('')} "
+                              f"({type(exc).__name__}: {said})") from exc
+
+
+def resume_hint(output: Path) -> str:
+    """What a rerun of a stopped run in `output` starts from."""
+    newest = latest_state(output / "state")
+    return f"--resume continues from {newest}" if newest else "no training state was saved: a rerun starts over"
+
+
 def save_weights(accelerator, model, tokenizer, directory: Path) -> None:
     """HF-format weights of the (possibly sharded) model; every process must call it."""
     state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 shards
     if accelerator.is_main_process:
         partial = directory.with_name(directory.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
-        accelerator.unwrap_model(model).save_pretrained(partial, state_dict=state_dict)
-        tokenizer.save_pretrained(partial)
+        with _writing("weights", partial):
+            accelerator.unwrap_model(model).save_pretrained(partial, state_dict=state_dict)
+            tokenizer.save_pretrained(partial)
         shutil.rmtree(directory, ignore_errors=True)
         partial.rename(directory)
     accelerator.wait_for_everyone()
@@ -45,10 +69,12 @@ def save_training_state(accelerator, root: Path, step: int, trainer_state: dict,
     if accelerator.is_main_process:
         shutil.rmtree(partial, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(partial), safe_serialization=False)
+    with _writing("training state", partial):
+        accelerator.save_state(str(partial), safe_serialization=False)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        torch.save(trainer_state, partial / STATE_FILE)
+        with _writing("training state", partial):
+            torch.save(trainer_state, partial / STATE_FILE)
         shutil.rmtree(directory, ignore_errors=True)
         partial.rename(directory)
         for old in saved_steps(root)[:-keep]:

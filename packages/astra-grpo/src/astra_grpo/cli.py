@@ -9,6 +9,7 @@ Trainers run in one process as they are, or on many with accelerate:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -57,6 +58,17 @@ def config_errors(f):
             sys.exit(exc.exit_code)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _checkpoints_of(config):
+    """A checkpoint that cannot be written (a full disk, a quota) is one line saying what a rerun starts from."""
+    from astra_grpo.checkpoint import CheckpointError, resume_hint
+
+    try:
+        yield
+    except CheckpointError as exc:
+        raise click.ClickException(f"{exc}; {resume_hint(Path(config.output_dir))}") from exc
 
 
 def _quiet_transformers() -> None:
@@ -121,7 +133,8 @@ def sft(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     _quiet_transformers()
     from astra_grpo.sft import train_sft
 
-    final = train_sft(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
+    with _checkpoints_of(config):
+        final = train_sft(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
     _say_main(f"astra-grpo sft: weights in {final}")
 
 
@@ -136,7 +149,8 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     _quiet_transformers()
     from astra_grpo.grpo import train_grpo
 
-    final = train_grpo(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
+    with _checkpoints_of(config):
+        final = train_grpo(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
     _say_main(f"astra-grpo train: weights in {final}")
 
 
