@@ -274,3 +274,23 @@ def test_weights_that_cannot_be_written_are_one_line_and_leave_no_half_copy(tiny
     assert f"Error: could not save the weights in {out / 'final'} (" in done.stderr
     assert "no training state was saved: a rerun starts over" in done.stderr
     assert not (out / "final").exists() and not (out / "final.partial").exists()
+
+
+def test_outputs_that_cannot_be_written_are_one_line(tiny_llama, tmp_path):
+    """No room for even the run's config.yaml (RLIMIT_FSIZE of 100 bytes): one line, not an OSError traceback."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from astra_core.formats_doc import example
+
+    data = write(tmp_path / "t.jsonl", [dict(example("trajectory"), id="t0")])
+    command = [os.path.join(os.path.dirname(sys.executable), "astra-grpo"), "sft", str(data), "--config",
+               "sft_tiny_cpu.yaml", "--model", str(tiny_llama), "--output-dir", str(tmp_path / "out"),
+               "--max-steps", "1", "--report-to", "none"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100)))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "Error: could not write the run's outputs: File too large; no training state was saved" in done.stderr

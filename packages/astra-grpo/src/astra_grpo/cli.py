@@ -10,6 +10,7 @@ Trainers run in one process as they are, or on many with accelerate:
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import sys
@@ -60,15 +61,25 @@ def config_errors(f):
     return wrapper
 
 
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 @contextlib.contextmanager
-def _checkpoints_of(config):
-    """A checkpoint that cannot be written (a full disk, a quota) is one line saying what a rerun starts from."""
+def _writes_of(config):
+    """A checkpoint, metrics or rollouts file that cannot be written (a full disk, a quota) is one line saying what
+    a rerun starts from."""
     from astra_grpo.checkpoint import CheckpointError, resume_hint
 
     try:
         yield
     except CheckpointError as exc:
         raise click.ClickException(f"{exc}; {resume_hint(Path(config.output_dir))}") from exc
+    except OSError as exc:
+        if exc.errno not in NO_ROOM:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise click.ClickException(f"could not write the run's outputs{where}: {exc.strerror}; "
+                                   f"{resume_hint(Path(config.output_dir))}") from exc
 
 
 def _quiet_transformers() -> None:
@@ -133,7 +144,7 @@ def sft(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     _quiet_transformers()
     from astra_grpo.sft import train_sft
 
-    with _checkpoints_of(config):
+    with _writes_of(config):
         final = train_sft(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
     _say_main(f"astra-grpo sft: weights in {final}")
 
@@ -149,7 +160,7 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     _quiet_transformers()
     from astra_grpo.grpo import train_grpo
 
-    with _checkpoints_of(config):
+    with _writes_of(config):
         final = train_grpo(config, list(inputs), skip_bad=skip_bad, rejects=rejects)
     _say_main(f"astra-grpo train: weights in {final}")
 
