@@ -97,6 +97,19 @@ def test_bad_lines_become_invalid_entries_never_a_crash(tmp_path):
     assert "invalid JSON" in entries[1]["error"] and entries[1]["record"].startswith('{"id": "cut off')
     assert entries[2]["error"] == "expected a JSON object, got list"
     assert "invalid JSON" in entries[3]["error"]
+    assert "not UTF-8 text (byte 0xff at byte 1 of the line" in entries[3]["error"]
+
+
+def test_a_file_that_is_not_json_lines_says_what_it_is_in_the_viewer_too(tmp_path):
+    records = [example("trajectory"), example("task")]
+    pretty, one_line = tmp_path / "records.json", tmp_path / "array.jsonl"
+    pretty.write_text(json.dumps(records, indent=2))
+    one_line.write_text(json.dumps(records) + "\n")
+    opening, *_ = load([str(pretty)])
+    assert opening["kind"] == "invalid" and "not JSON Lines (one record per line)" in opening["error"]
+    [array] = load([str(one_line)])
+    assert array["error"] == ("expected a JSON object, got list; the line is a JSON array of 2 records, not one "
+                              "record: JSON Lines has one record per line (convert with jq -c '.[]' FILE)")
 
 
 def test_rejects_files_show_the_wrapped_record_with_its_reason(tmp_path):

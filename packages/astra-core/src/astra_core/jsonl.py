@@ -121,11 +121,11 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = N
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise MalformedLine(f"invalid JSON: {exc}{_not_jsonl_hint(as_read, error=str(exc))}", source=source,
+        raise MalformedLine(f"invalid JSON: {exc}{not_jsonl_hint(as_read, error=str(exc))}", source=source,
                             lineno=lineno, text=raw) from None
     if not isinstance(record, dict):
         raise MalformedLine(f"expected a JSON object, got {type(record).__name__}"
-                            f"{_not_jsonl_hint(as_read, value=record)}", source=source, lineno=lineno, text=raw)
+                            f"{not_jsonl_hint(as_read, value=record)}", source=source, lineno=lineno, text=raw)
     _check_shared_fields(record, source, lineno, raw)
     if kind is not None:
         try:
@@ -140,7 +140,7 @@ _BOM = b"\xef\xbb\xbf"
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a complete JSON string, escapes and all
 
 
-def _not_jsonl_hint(raw: bytes, *, error: str | None = None, value: object = None) -> str:
+def not_jsonl_hint(raw: bytes, *, error: str | None = None, value: object = None) -> str:
     """What a line that is no JSON Lines record (`error`: the parser's message, else the parsed `value`) is
     instead, and how to fix the file: '; ...' for a message, or '' when the line has none of these shapes.
 

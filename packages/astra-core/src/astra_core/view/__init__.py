@@ -16,7 +16,7 @@ from typing import IO
 
 import orjson
 
-from astra_core.jsonl import numbered_lines, source_name
+from astra_core.jsonl import not_jsonl_hint, numbered_lines, source_name
 from astra_core.view import kinds
 
 SUMMARY_FIELDS = ("i", "file", "line", "kind", "id", "rejected", "reasons", "stage", "problems", "error", "verdict",
@@ -53,7 +53,8 @@ def _parse(raw: bytes | str) -> tuple[object, str | None]:
     try:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc}"
+        as_bytes = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
+        return None, f"invalid JSON: {exc}{not_jsonl_hint(as_bytes, error=str(exc))}"
 
 
 def _is_reject(value: dict) -> bool:
@@ -72,7 +73,8 @@ def entry_of(line: RawLine, index: int) -> dict:
     if error is not None:
         return {**entry, "error": error, "record": line.raw.decode("utf-8", "replace")}
     if not isinstance(value, dict):
-        return {**entry, "error": f"expected a JSON object, got {type(value).__name__}", "record": value}
+        error = f"expected a JSON object, got {type(value).__name__}{not_jsonl_hint(line.raw, value=value)}"
+        return {**entry, "error": error, "record": value}
     if isinstance(value.get("reason"), str) and entry["rejected"] and not entry["reasons"]:
         entry["reasons"] = [value["reason"]]
     kind, problems = kinds.detect(value)
