@@ -373,3 +373,39 @@ def test_a_stage_leaves_a_sigterm_handler_set_by_its_caller_alone(tmp_path):
         assert calls == [signal.SIGTERM] and stage.counts.written == 3
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_output_that_is_also_an_input_is_refused_before_the_input_is_touched(tmp_path):
+    """`stage data.jsonl -o data.jsonl` emptied the file before a line was read (read 0, exit 0: the data gone)."""
+    inp = write_input(tmp_path / "data.jsonl", records(5))
+    before = (tmp_path / "data.jsonl").read_bytes()
+    for output, rejects in ((inp, None), (str(tmp_path / "out.jsonl"), str(tmp_path / "." / "data.jsonl"))):
+        with pytest.raises(StageError, match="is also an input: writing it would empty it before it is read"):
+            Stage("test", StageOptions(inputs=(inp,), output=output, rejects=rejects)).__enter__()
+    assert (tmp_path / "data.jsonl").read_bytes() == before
+
+
+def test_output_and_rejects_must_be_two_files_except_devices(tmp_path):
+    inp = write_input(tmp_path / "in.jsonl", records(3))
+    with pytest.raises(StageError, match="-o and --rejects name the same file"):
+        Stage("test", StageOptions(inputs=(inp,), output=str(tmp_path / "x.jsonl"),
+                                   rejects=str(tmp_path / "sub" / ".." / "x.jsonl"))).__enter__()
+    with Stage("test", StageOptions(inputs=(inp,), output="/dev/null", rejects="/dev/null")) as stage:
+        stage.run(lambda record: record)  # discarding both is fine
+    assert stage.counts.written == 3
+
+
+def test_a_file_another_run_is_writing_is_refused_untouched_and_free_again_after(tmp_path):
+    """Shards of a job array given the same -o, or a second --resume while the first runs: each truncated or
+    interleaved the other's lines. The first run holds a lock on what it writes; the second stops, naming it."""
+    inp = write_input(tmp_path / "in.jsonl", records(4))
+    out = tmp_path / "out.jsonl"
+    with Stage("first", StageOptions(inputs=(inp,), output=str(out))) as first:
+        first.run(lambda record: record)
+        written = out.read_bytes()
+        with pytest.raises(StageError, match=r"-o .*out\.jsonl is being written by another run"):
+            Stage("second", StageOptions(inputs=(inp,), output=str(out))).__enter__()
+        assert out.read_bytes() == written  # the refused run truncated nothing
+    with Stage("third", StageOptions(inputs=(inp,), output=str(out), resume=True)) as third:
+        third.run(lambda record: record)
+    assert third.counts.skipped_resume == 4

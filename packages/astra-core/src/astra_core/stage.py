@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from astra_core.claims import ClaimRefused, claim, release
 from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
 from astra_core.records import provenance_step, stable_id
 from astra_core.schema import RecordError, validate
@@ -276,6 +277,7 @@ class Stage:
         self._first_error_shown = False
         self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
         self._undo_sigterm: Callable[[], None] = lambda: None
+        self._claims: list[IO[bytes]] = []  # locks on the files it writes (astra_core.claims)
 
     def provenance(self, *, model: str | Callable[[], str | None] | None = None, seed: int | None = None) -> None:
         """The model (and seed) the output records' provenance step names. `model` may be a function asked
@@ -294,6 +296,19 @@ class Stage:
             if compressed:
                 raise StageError(f"--resume cannot append to a compressed file ({compressed[0]}): a run cut short "
                                  "leaves it unreadable; write JSONL and compress it at the end")
+        try:
+            self._claims = claim({"-o": opts.output, "--rejects": opts.rejects}, opts.inputs)
+        except ClaimRefused as exc:
+            raise StageError(str(exc)) from None
+        try:
+            return self._open()
+        except BaseException:
+            release(self._claims)
+            raise
+
+    def _open(self) -> Stage:
+        opts = self.options
+        if opts.resume:
             _truncate_partial_last_line(opts.output)
             self._done = _done_ids([opts.output] + ([opts.rejects] if opts.rejects else []))
         mode = "ab" if opts.resume else "wb"
@@ -321,6 +336,7 @@ class Stage:
         if self._bar is not None:
             self._bar.close()
         pipe_closed, failed_write = self._close_outputs(exc_type)
+        release(self._claims)
         if failed_write is not None and exc_type is None:  # (after another failure, what it left unwritten is redone)
             print(self.summary(), file=sys.stderr)
             raise failed_write
