@@ -24,7 +24,17 @@ astra-core validate trajectory "$T/in" -o "$T/out.jsonl" 2> "$T/stderr.txt" & st
 exec 3> "$T/in"
 cat "$OUT/examples/trajectory.jsonl" >&3
 until [ -s "$T/out.jsonl" ] || ! kill -0 "$stage" 2> /dev/null; do sleep 0.1; done
+# While it runs, it holds its output: a second run given the same file (shards with one -o) stops at once.
+if astra-core validate trajectory "$OUT/examples/trajectory.jsonl" -o "$T/out.jsonl" 2> "$T/second.txt"; then
+  echo "expected the second run to be refused"; exit 1
+fi
+echo "  $(cat "$T/second.txt")"
 kill -TERM "$stage"; status=0; wait "$stage" || status=$?
 exec 3>&-
 [ "$status" = 143 ] || { cat "$T/stderr.txt"; echo "expected exit 143 after SIGTERM, got $status"; exit 1; }
 echo "  SIGTERM mid-run: exit $status, $(grep -o 'wrote [0-9]* from [0-9]*' "$T/stderr.txt"); $(grep -o 'terminated (SIGTERM): [0-9]* read records\? not finished' "$T/stderr.txt")"
+# A stage never writes over one of its inputs (the file would be empty before a line is read).
+if astra-core validate trajectory "$OUT/examples/trajectory.jsonl" -o "$OUT/examples/trajectory.jsonl" 2> "$T/same.txt"; then
+  echo "expected writing over the input to be refused"; exit 1
+fi
+echo "  $(cat "$T/same.txt"); $(wc -l < "$OUT/examples/trajectory.jsonl") record(s) still in it"
