@@ -228,3 +228,95 @@ def test_an_endpoint_that_does_not_answer_is_unavailable_and_one_that_fails_is_a
     with pytest.raises(LLMUnavailable, match=r"/v1/chat/completions: the endpoint refuses the request: HTTP 401"):
         asyncio.run(ask(client(refused)))
     assert len(refused.chat_requests) == 1  # not retried
+
+
+class ForwardProxy:
+    """A plain HTTP forward proxy (what HTTP_PROXY names on a cluster): it reads the absolute URL of each request,
+    notes it, and forwards the request to `upstream`, whatever host the URL names (no DNS here)."""
+
+    def __init__(self, upstream: str):
+        import http.server
+        import threading
+        import urllib.parse
+        import urllib.request
+
+        self.seen: list[str] = []
+        seen, target = self.seen, urllib.parse.urlsplit(upstream)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's names
+                self._forward(None)
+
+            def do_POST(self):  # noqa: N802
+                self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+            def _forward(self, body):
+                seen.append(self.path)
+                url = urllib.parse.urlsplit(self.path)._replace(scheme=target.scheme, netloc=target.netloc).geturl()
+                request = urllib.request.Request(url, data=body, method=self.command,
+                                                 headers={"Content-Type": "application/json"})
+                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                with opener.open(request, timeout=30) as reply:
+                    data = reply.read()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_endpoint_elsewhere_is_reached_through_the_proxy_the_environment_names(recorded_llm, monkeypatch):
+    """A hosted API behind a cluster's proxy: curl, requests and the OpenAI SDK go through HTTP(S)_PROXY; the
+    client did not (aiohttp ignores it unless told), so no request reached the endpoint at all."""
+    server = recorded_llm(replies=["through the proxy"])
+    proxy = ForwardProxy(server.base_url)
+    try:
+        for name in ("HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        llm = LLMClient(LLMConfig(base_url="http://llm.example.invalid/v1", model="m", max_retries=1, backoff=0.01))
+        assert asyncio.run(ask(llm)).content == "through the proxy"
+        assert proxy.seen == ["http://llm.example.invalid/v1/chat/completions"]
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_an_endpoint_on_this_machine_is_never_asked_through_a_proxy(recorded_llm, monkeypatch, host):
+    """Clusters often set HTTP_PROXY with no NO_PROXY for loopback; a proxy cannot reach this machine's loopback."""
+    server = recorded_llm(replies=["direct"])
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    base_url = server.base_url.replace("127.0.0.1", host)
+    assert asyncio.run(ask(LLMClient(LLMConfig(base_url=base_url, model="m", max_retries=1)))).content == "direct"
+    from astra_core.proxies import open_direct  # the embedded model's health check: urllib, likewise direct
+
+    with open_direct(server.base_url + "/models", timeout=10) as reply:
+        assert reply.status == 200
+
+
+def test_a_proxy_in_the_environment_gets_loopback_added_to_no_proxy_for_libraries_we_do_not_drive():
+    from astra_core.proxies import loopback_bypassed
+
+    plain = {"PATH": "/bin"}
+    assert loopback_bypassed(plain) is plain  # no proxy: nothing to bypass
+    env = loopback_bypassed({"https_proxy": "http://proxy:3128", "NO_PROXY": "internal.example, localhost"})
+    assert env["NO_PROXY"] == "internal.example,localhost,127.0.0.1,::1"
+    assert env["no_proxy"] == "127.0.0.1,localhost,::1"
+    import urllib.request
+
+    assert urllib.request.proxy_bypass_environment("127.0.0.1", {"no": env["no_proxy"]})

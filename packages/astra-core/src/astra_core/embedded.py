@@ -15,8 +15,9 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from astra_core.proxies import open_direct
 
 _lock = threading.Lock()
 _server: tuple[subprocess.Popen, str] | None = None
@@ -56,7 +57,7 @@ def start_server(model: str | None = None, *, timeout: float = 300.0, extra_args
             raise EmbeddedServerError(f"embedded server not ready after {timeout:.0f}s")
         time.sleep(0.1)
     base_url = f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=30) as response:  # noqa: S310
+    with open_direct(base_url.removesuffix("/v1") + "/health", timeout=30) as response:
         if response.status >= 400:
             raise RuntimeError(f"the embedded model server is not healthy: HTTP {response.status}")
     return process, base_url

@@ -26,7 +26,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from astra_core.proxies import loopback_bypassed
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of litellm's price list
+os.environ.update(loopback_bypassed(dict(os.environ)))  # litellm: a local endpoint never through HTTP(S)_PROXY
 
 from loguru import logger  # noqa: E402
 

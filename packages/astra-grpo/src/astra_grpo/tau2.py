@@ -37,6 +37,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from astra_core.proxies import loopback_bypassed
+
 DOMAINS = ("airline", "retail", "telecom")
 
 
@@ -70,7 +72,7 @@ class Tau2Worker:
 
     def __init__(self, python: str | None = None, *, start_timeout_s: float = 300.0):
         self.python = tau2_python(python)
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        env = loopback_bypassed({**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
         try:
             self.process = subprocess.Popen([self.python, "-P", str(worker_script())], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=None, text=True, bufsize=1, env=env)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 from astra_core.llm.cache import ResponseCache
 from astra_core.llm.jsontext import extract_json
+from astra_core.proxies import is_loopback
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -227,7 +228,8 @@ class LLMClient:
                 # One pooled connection per request in flight: no connection churn at high concurrency.
                 connector = aiohttp.TCPConnector(limit=self.config.concurrency, limit_per_host=self.config.concurrency)
                 self._http = aiohttp.ClientSession(headers=headers, connector=connector, json_serialize=_dumps,
-                                                   timeout=aiohttp.ClientTimeout(total=self.config.timeout))
+                                                   timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+                                                   trust_env=not is_loopback(self._base))
             return self._http
 
     @property
