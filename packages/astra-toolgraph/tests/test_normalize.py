@@ -185,3 +185,20 @@ def test_the_bundled_sample_tasks_are_tasks_for_bundled_tools():
         if task["server_id"] == "calendar":
             assert set(task["chain"]) <= calendar_tools
     assert {t["server_id"] for t in tasks} == {"calendar", "sqlite"}
+
+
+def test_a_server_on_this_machine_is_called_directly_whatever_proxy_the_environment_names(http_server, monkeypatch):
+    """Clusters often set HTTP_PROXY with no NO_PROXY for loopback; httpx then sent a local MCP server's requests
+    to the proxy, which cannot reach this machine's loopback."""
+    from astra_core.testing import closed_port
+
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{closed_port()}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def call():
+        async with McpConnection({"kind": "http", "url": http_server}) as connection:
+            return await connection.call("add_note", {"title": "t2", "text": "direct"})
+
+    assert asyncio.run(call()).ok

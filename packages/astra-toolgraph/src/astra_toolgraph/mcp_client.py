@@ -41,11 +41,14 @@ class CallOutcome:
     structured: Any = None
 
 
-def _http_client(headers: dict[str, str] | None):
-    """The HTTP client of a streamable-HTTP server (httpx2, the SDK's HTTP library), with its headers."""
+def _http_client(url: str, headers: dict[str, str] | None):
+    """The HTTP client of a streamable-HTTP server (httpx2, the SDK's HTTP library), with its headers; a server on
+    this machine is never asked through the environment's proxy (astra_core.proxies)."""
     import httpx2
+    from astra_core.proxies import is_loopback
 
-    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(MCP_TIMEOUT_S, read=MCP_STREAM_READ_TIMEOUT_S))
+    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(MCP_TIMEOUT_S, read=MCP_STREAM_READ_TIMEOUT_S),
+                              trust_env=not is_loopback(url))
 
 
 def default_errlog() -> IO[str]:
@@ -68,7 +71,7 @@ def _transport(spec: dict, errlog: IO[str]):
                                        cwd=spec.get("cwd"))
         return stdio_client(params, errlog=errlog)
     if kind == "http":
-        return streamable_http_client(spec["url"], http_client=_http_client(spec.get("headers") or None))
+        return streamable_http_client(spec["url"], http_client=_http_client(spec["url"], spec.get("headers") or None))
     raise McpUnavailable(f"transport kind {kind!r} is not a deployed MCP server")
 
 
