@@ -254,3 +254,36 @@ def test_a_model_name_that_reads_as_a_hub_id_says_how_to_download_it(tmp_path, m
     assert "is not a local transformers checkpoint (no config.json); models load from a local path only" in message
     assert ("hf download Qwen/Qwen3-0.6B --local-dir models/Qwen3-0.6B" in message) is hinted
     assert ("Hub id" in message) is hinted
+
+
+def test_the_embedded_model_stops_when_the_stage_that_started_it_is_killed():
+    """A stage killed hard (SIGKILL, the OOM killer, a crash) runs no atexit: its embedded model went on running,
+    holding its memory, with nobody left to ask it anything. It now stops once its parent is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from astra_core.embedded import start_server\n"
+        "process, url = start_server(log=False)\n"
+        "print(process.pid, flush=True)\n"
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    server = int(parent.stdout.readline())
+    os.kill(server, 0)  # serving
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{server}") and _state(server) != "Z":
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{server}") or _state(server) == "Z", "the embedded model outlived its stage"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"

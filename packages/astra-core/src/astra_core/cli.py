@@ -34,7 +34,10 @@ def main() -> None:
                    "next turn of a conversation) reads only its new tokens. 0: off.")
 @click.option("--max-tokens-cap", type=int, default=2048, show_default=True,
               help="Upper bound on max_tokens for any request.")
-def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap) -> None:
+@click.option("--exit-with-parent", is_flag=True,
+              help="Stop when the process that started this one ends, however it ends (a stage's embedded model).")
+def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap,
+          exit_with_parent) -> None:
     """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
     from astra_core.local.model import ModelNotAvailable
     from astra_core.local.server import CannotListen
@@ -44,7 +47,8 @@ def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens,
     quiet_libraries()
     try:
         run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
-                   prefix_cache_tokens=prefix_cache_tokens, max_tokens_cap=max_tokens_cap)
+                   prefix_cache_tokens=prefix_cache_tokens, max_tokens_cap=max_tokens_cap,
+                   exit_with_parent=exit_with_parent)
     except (ModelNotAvailable, CannotListen) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -42,7 +42,8 @@ def start_server(model: str | None = None, *, timeout: float = 300.0, extra_args
     """Start `astra-core serve` as a child process on a free port; return (process, base_url)."""
     check_installed()
     port_file = Path(tempfile.mkdtemp(prefix="astra-serve-")) / "port"
-    command = [sys.executable, "-m", "astra_core.cli", "serve", "--port", "0", "--port-file", str(port_file)]
+    command = [sys.executable, "-m", "astra_core.cli", "serve", "--port", "0", "--port-file", str(port_file),
+               "--exit-with-parent"]
     if model:
         command += ["--model", model]
     command += extra_args or []

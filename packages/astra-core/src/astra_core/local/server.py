@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from http import HTTPStatus
@@ -178,15 +179,33 @@ def make_handler(service: ChatService):
     return Handler
 
 
+def _stop_when_orphaned(httpd: ThreadingHTTPServer, every_s: float = 1.0) -> None:
+    """Shut the server down once its parent is gone (the process is re-parented): a stage killed hard, or a crash,
+    would otherwise leave the model running, holding its memory, with nobody to ask it anything. (Polled:
+    PR_SET_PDEATHSIG fires when the parent's forking thread ends, not the parent.)"""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        print("astra-core serve: the process that started it is gone; stopping", file=sys.stderr, flush=True)
+        httpd.shutdown()
+
+    threading.Thread(target=watch, daemon=True, name="astra-serve-parent-watch").start()
+
+
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
           threads: int | None = None, max_batch: int = 8, prefix_cache_tokens: int = 16384,
-          max_tokens_cap: int = 2048) -> None:
-    """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready."""
+          max_tokens_cap: int = 2048, exit_with_parent: bool = False) -> None:
+    """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready. With
+    `exit_with_parent`, it also stops when the process that started it ends, even by SIGKILL."""
     try:  # bound first: a port in use is said before the model loads; requests wait in the backlog until it has
         httpd = ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
     except OSError as exc:
         hint = " (--port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    if exit_with_parent:
+        _stop_when_orphaned(httpd)
     import torch
 
     if threads:
