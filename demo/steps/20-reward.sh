@@ -39,9 +39,11 @@ for line in open('$OUT/reward/states.mismatch.jsonl'):
 "
 
 # LLM judges on the embedded model, one bundled record each, run side by side so the server batches
-# their requests; short replies keep it quick.
+# their requests; short replies keep it quick. The first runs with a cluster's proxy in its environment (a
+# dead one here): an endpoint elsewhere would be asked through it, one on this machine never is.
 JUDGE_OPTS=(--max-tokens 32 --attempts 1 --max-chars 300 --timeout 900)
-head -n 1 "$DATA/trajectories.jsonl" | astra-reward judge-trajectory "${JUDGE_OPTS[@]}" \
+head -n 1 "$DATA/trajectories.jsonl" | HTTP_PROXY=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9 \
+  astra-reward judge-trajectory "${JUDGE_OPTS[@]}" \
   > "$OUT/reward/trajectories.judged.jsonl" & trajectory_pid=$!
 head -n 1 "$DATA/qa_instances.jsonl" | astra-reward judge-qa "${JUDGE_OPTS[@]}" \
   > "$OUT/reward/qa.judged.jsonl" & qa_pid=$!
