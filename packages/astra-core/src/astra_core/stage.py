@@ -500,10 +500,10 @@ class Stage:
             self._write_rejects_line(dumps(entry))
 
     def _write_reject(self, entry: dict) -> None:
+        if self._rejects is not None:  # (written first: a record whose reject could not be written is not done)
+            self._write_rejects_line(dumps(entry))
         self.counts.rejected += 1
         self.counts.reasons[_reason_key(entry["reason"])] += 1
-        if self._rejects is not None:
-            self._write_rejects_line(dumps(entry))
 
     def _write_rejects_line(self, line: bytes) -> None:
         with _writing(self.options.rejects):

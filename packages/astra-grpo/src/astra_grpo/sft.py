@@ -116,6 +116,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
 
     group = current_grid().dp_rank  # the ranks of a context-parallel group train on the same sequences
     show = None if accelerator.is_main_process else False
+
     def save_state() -> Path:
         return save_training_state(accelerator, output / "state", step, {"step": step, "stream": stream.state_dict()},
                                    config.keep_last_states)
