@@ -282,3 +282,20 @@ def test_a_stage_skipping_bad_lines_gives_the_hint_as_the_reason(tmp_path, name)
     assert named["reason"].startswith(f"malformed: {path}:{lineno}: ") and named["reason"].endswith(hint)
     assert [r["id"] for r in written] == (["traj-0"] if name == "latin1" else [])
     assert f"read {len(lines)} " in done.stderr
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_nan_and_infinity_written_by_python_are_named(value, bom):
+    """`json.dumps` writes NaN and Infinity unless allow_nan=False; JSON has no such values."""
+    record = {"id": "r", "note": "naïve", "score": float(value.lower().replace("infinity", "inf"))}
+    raw = bom + json.dumps(record, ensure_ascii=False).encode()
+    assert value.encode() in raw
+    with pytest.raises(MalformedLine) as bad:
+        parse_line("scores.jsonl", 1, raw)
+    assert str(bad.value).endswith("; NaN and Infinity are not JSON (Python's json.dumps writes them unless "
+                                   "allow_nan=False): write null, or the number as a string")
+
+
+def test_nan_as_a_string_is_a_string():
+    assert parse_line("f.jsonl", 1, b'{"id": "r", "note": "NaN", "x": "Infinity"}').record["note"] == "NaN"

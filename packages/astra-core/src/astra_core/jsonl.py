@@ -121,7 +121,7 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = N
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise MalformedLine(f"invalid JSON: {exc}{not_jsonl_hint(as_read, error=str(exc))}", source=source,
+        raise MalformedLine(f"invalid JSON: {exc}{not_jsonl_hint(as_read, error=exc)}", source=source,
                             lineno=lineno, text=raw) from None
     if not isinstance(record, dict):
         raise MalformedLine(f"expected a JSON object, got {type(record).__name__}"
@@ -140,14 +140,15 @@ _BOM = b"\xef\xbb\xbf"
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a complete JSON string, escapes and all
 
 
-def not_jsonl_hint(raw: bytes, *, error: str | None = None, value: object = None) -> str:
-    """What a line that is no JSON Lines record (`error`: the parser's message, else the parsed `value`) is
+def not_jsonl_hint(raw: bytes, *, error: ValueError | None = None, value: object = None) -> str:
+    """What a line that is no JSON Lines record (`error`: the parser's error, else the parsed `value`) is
     instead, and how to fix the file: '; ...' for a message, or '' when the line has none of these shapes.
 
     - bytes that are not UTF-8 (a Latin-1 file, say): the first bad byte and where it is;
     - the opening of one JSON document spread over several lines (a JSON array, pretty-printed JSON): the parser
       ran out of data on a line that starts with '[' or '{' and breaks off after '[', '{', ',' or ':' outside a
       string, where such a document goes on on its next line (a record cut off mid-value is not one of these);
+    - NaN or Infinity where the parser stopped (Python's json.dumps writes them; JSON has no such values);
     - a JSON array of records written on one line."""
     if error is not None:
         try:
@@ -156,8 +157,13 @@ def not_jsonl_hint(raw: bytes, *, error: str | None = None, value: object = None
             return (f"; the line is not UTF-8 text (byte 0x{raw[bad.start]:02x} at byte {bad.start + 1} of the "
                     f"line, counting from 1): JSON Lines is UTF-8, convert the file, e.g. from Latin-1 with "
                     f"iconv -f latin1 -t utf-8 FILE")
+        position = getattr(error, "pos", None)  # in characters of the line the parser read (no BOM)
+        at = raw.removeprefix(_BOM).decode("utf-8")[position:] if position is not None else ""
+        if at.lstrip("-").startswith(("NaN", "Infinity")):
+            return ("; NaN and Infinity are not JSON (Python's json.dumps writes them unless allow_nan=False): write "
+                    "null, or the number as a string")
         rest = _STRING.sub(b"0", raw.removeprefix(_BOM)).strip()  # each whole string a value, to see what ends it
-        if (error.startswith("unexpected end of data") and rest[:1] in (b"[", b"{") and rest[-1:] in b"[{,:"
+        if (str(error).startswith("unexpected end of data") and rest[:1] in (b"[", b"{") and rest[-1:] in b"[{,:"
                 and b'"' not in rest):
             return ("; the file looks like one JSON document spread over several lines (a JSON array or pretty-printed "
                     "JSON), not JSON Lines (one record per line): convert an array with jq -c '.[]' FILE, "

@@ -54,7 +54,7 @@ def _parse(raw: bytes | str) -> tuple[object, str | None]:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError as exc:
         as_bytes = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
-        return None, f"invalid JSON: {exc}{not_jsonl_hint(as_bytes, error=str(exc))}"
+        return None, f"invalid JSON: {exc}{not_jsonl_hint(as_bytes, error=exc)}"
 
 
 def _is_reject(value: dict) -> bool:
