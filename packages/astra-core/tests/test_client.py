@@ -320,3 +320,36 @@ def test_a_proxy_in_the_environment_gets_loopback_added_to_no_proxy_for_librarie
     import urllib.request
 
     assert urllib.request.proxy_bypass_environment("127.0.0.1", {"no": env["no_proxy"]})
+
+
+MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw
+90 27 0:50 / /home rw,relatime shared:40 - nfs4 filer:/export/home rw,vers=4.2
+91 90 0:51 / /home/me/scratch\\040space rw,relatime - lustre 10.0.0.1@tcp:/scratch rw
+92 27 0:52 / /tmp rw - tmpfs tmpfs rw
+"""
+
+
+@pytest.mark.parametrize("path, kind", [("/home/me/cache", "nfs4"), ("/home/me/scratch space/c", "lustre"),
+                                        ("/tmp/c", "tmpfs"), ("/var/c", "ext4"), ("/homework", "ext4")])
+def test_the_file_system_of_a_path_is_that_of_its_longest_mount_point(path, kind):
+    from astra_core.llm.cache import file_system_type
+
+    assert file_system_type(path, MOUNTINFO) == kind
+
+
+def test_the_response_cache_uses_no_write_ahead_log_on_a_network_file_system(tmp_path, monkeypatch):
+    """sqlite's WAL keeps its index in memory shared on one machine: shards of a job array on several nodes caching
+    into one NFS directory would corrupt it. There, a rollback journal; on a local disk, the faster WAL."""
+    from astra_core.llm import cache
+
+    local = cache.ResponseCache(tmp_path / "local")
+    assert local._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    local.close()
+    monkeypatch.setattr(cache, "file_system_type", lambda path, mountinfo=None: "nfs4")  # no NFS mount here
+    shared = cache.ResponseCache(tmp_path / "shared")
+    assert shared._conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    shared.put("k", {"answer": 1})
+    assert shared.get("k") == {"answer": 1}
+    shared.close()

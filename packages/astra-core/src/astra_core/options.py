@@ -85,7 +85,8 @@ def llm_options(f: Callable) -> Callable:
         click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
                      help="Seconds per request (> 0)."),
         click.option("--cache-dir", envvar="ASTRA_LLM_CACHE_DIR", type=click.Path(file_okay=False),
-                     help="Cache replies on disk, keyed by the full request [env ASTRA_LLM_CACHE_DIR]."),
+                     help="Cache replies on disk, keyed by the full request; shards on several machines may share "
+                          "one on a network file system [env ASTRA_LLM_CACHE_DIR]."),
         click.option("--temperature", type=click.FloatRange(min=0), default=None, help="Sampling temperature (>= 0)."),
         click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Tokens per reply (>= 1)."),
         click.option("--seed", type=int, default=None, help="Sampling seed sent with each request."),
