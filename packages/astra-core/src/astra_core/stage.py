@@ -364,6 +364,8 @@ class Stage:
         steps: list[tuple[str, Callable[[], None]]] = []
         if self._parquet is not None and exc_type is None:
             steps.append((self.options.output, self._write_parquet))
+        elif self._parquet is not None and os.path.getsize(self.options.output) == 0:
+            os.remove(self.options.output)  # the empty file its claim made: no parquet file at all, as before
         if self._out is not None and self._out is not sys.stdout.buffer:
             steps.append((self.options.output, self._out.close))
         elif self._out is not None and not pipe_closed:
