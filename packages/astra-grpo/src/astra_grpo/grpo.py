@@ -175,7 +175,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
     stopped: Stopped | None = None
     with contextlib.ExitStack() as stack:
-        signals = stack.enter_context(StopSignals())
+        signals = stack.enter_context(StopSignals(COMMAND, accelerator))
         progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
                                                 initial=step))
         on_tau2 = [sample for sample in samples if "tau2" in sample["environment"]]
@@ -256,14 +256,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             metrics.log(step, values, final=step == total_steps)
             if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
                 save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
-            state_due = bool(config.save_state_steps) and step % config.save_state_steps == 0
-            if state_due:
-                save_state()
-            if on_step is not None:
-                on_step(step)
-            if step < total_steps and (signum := signals.agreed(accelerator)):
-                state = step_dir(output / "state", step) if state_due else save_state()
-                stopped = Stopped(COMMAND, signum, step, str(state))
+            stopped = signals.end_of_step(step, total_steps, config.save_state_steps, save_state, on_step)
+            if stopped is not None:
                 break
 
     if rollouts_out is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -32,7 +34,8 @@ class StopSignals:
     """While entered, SIGTERM and SIGUSR1 ask the run to stop after its current step (see the module docstring).
     A signal someone else handles (or ignores) is left alone, as is everything outside the main thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: str, accelerator) -> None:
+        self.command, self.accelerator = command, accelerator
         self.received = 0
         self._previous: dict[int, object] = {}
 
@@ -52,10 +55,21 @@ class StopSignals:
             signal.signal(signum, previous)
         self._previous.clear()
 
-    def agreed(self, accelerator) -> int:
+    def end_of_step(self, step: int, last_step: int, save_every: int, save_state: Callable[[], Path],
+                    on_step: Callable[[int], None] | None) -> Stopped | None:
+        """The end of a training step on every process: the full state when due (every `save_every` steps), the
+        caller's hook, then the stop a signal asked for, with the state of this step saved whatever is due."""
+        saved = save_state() if save_every and step % save_every == 0 else None
+        if on_step is not None:
+            on_step(step)
+        if step < last_step and (signum := self.agreed()):
+            return Stopped(self.command, signum, step, str(saved or save_state()))
+        return None
+
+    def agreed(self) -> int:
         """The signal any process received (0: none), the same on every process. A collective: every process
         calls it at the same point of each step."""
-        flag = torch.tensor([self.received], device=accelerator.device)
-        if accelerator.num_processes > 1:
-            flag = accelerator.gather(flag).max()
+        flag = torch.tensor([self.received], device=self.accelerator.device)
+        if self.accelerator.num_processes > 1:
+            flag = self.accelerator.gather(flag).max()
         return int(flag.item())

@@ -122,7 +122,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
                                    config.keep_last_states)
 
     stopped: Stopped | None = None
-    with StopSignals() as signals, Progress(COMMAND, total_steps, unit="step", show=show, initial=step) as progress:
+    with StopSignals(COMMAND, accelerator) as signals, Progress(COMMAND, total_steps, unit="step", show=show, initial=step) as progress:
         while step < total_steps:
             started = time.perf_counter()
             mine = [examples[i] for i in stream.take(config.batch_size)[group::groups]]
@@ -138,14 +138,8 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
                                "epoch": stream.epoch + stream.offset / len(examples)}, final=step == total_steps)
             if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
                 save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
-            state_due = bool(config.save_state_steps) and step % config.save_state_steps == 0
-            if state_due:
-                save_state()
-            if on_step is not None:
-                on_step(step)
-            if step < total_steps and (signum := signals.agreed(accelerator)):
-                state = step_dir(output / "state", step) if state_due else save_state()
-                stopped = Stopped(COMMAND, signum, step, str(state))
+            stopped = signals.end_of_step(step, total_steps, config.save_state_steps, save_state, on_step)
+            if stopped is not None:
                 break
 
     if stopped is not None:
