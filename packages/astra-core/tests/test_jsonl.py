@@ -299,3 +299,12 @@ def test_nan_and_infinity_written_by_python_are_named(value, bom):
 
 def test_nan_as_a_string_is_a_string():
     assert parse_line("f.jsonl", 1, b'{"id": "r", "note": "NaN", "x": "Infinity"}').record["note"] == "NaN"
+
+
+@pytest.mark.parametrize("raw, hinted", [(b'{"id": "a", "tools": [\n', False), (b'{"id": "a",\n', False),
+                                         (b"{\n", True), (b"  [\n", True), (b"[{\n", True)])
+def test_further_down_only_a_bare_opening_bracket_is_taken_for_a_multi_line_document(raw, hinted):
+    """Line 1 may open a document in any shape; at line 5, a line cut off after ',' or '[' is likelier a record of
+    an interrupted write, and is not told to be converted with jq."""
+    assert malformed(raw, lineno=5).endswith(MULTI_LINE) is hinted
+    assert malformed(raw, lineno=1).endswith(MULTI_LINE)

@@ -121,7 +121,7 @@ def parse_line(source: str, lineno: int, raw: bytes, kind: str | dict | None = N
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise MalformedLine(f"invalid JSON: {exc}{not_jsonl_hint(as_read, error=exc)}", source=source,
+        raise MalformedLine(f"invalid JSON: {exc}{not_jsonl_hint(as_read, error=exc, lineno=lineno)}", source=source,
                             lineno=lineno, text=raw) from None
     if not isinstance(record, dict):
         raise MalformedLine(f"expected a JSON object, got {type(record).__name__}"
@@ -140,14 +140,15 @@ _BOM = b"\xef\xbb\xbf"
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a complete JSON string, escapes and all
 
 
-def not_jsonl_hint(raw: bytes, *, error: ValueError | None = None, value: object = None) -> str:
+def not_jsonl_hint(raw: bytes, *, error: ValueError | None = None, value: object = None, lineno: int = 1) -> str:
     """What a line that is no JSON Lines record (`error`: the parser's error, else the parsed `value`) is
     instead, and how to fix the file: '; ...' for a message, or '' when the line has none of these shapes.
 
     - bytes that are not UTF-8 (a Latin-1 file, say): the first bad byte and where it is;
     - the opening of one JSON document spread over several lines (a JSON array, pretty-printed JSON): the parser
-      ran out of data on a line that starts with '[' or '{' and breaks off after '[', '{', ',' or ':' outside a
-      string, where such a document goes on on its next line (a record cut off mid-value is not one of these);
+      ran out of data on a line that is only '[' or '{' (as json.dump(indent=...), JSON.stringify and jq write
+      it), or, on a file's first line, one that starts with '[' or '{' and breaks off after '[', '{', ',' or ':'
+      outside a string, where such a document goes on (further down, that is likelier a record cut off);
     - NaN or Infinity where the parser stopped (Python's json.dumps writes them; JSON has no such values);
     - a JSON array of records written on one line."""
     if error is not None:
@@ -163,8 +164,8 @@ def not_jsonl_hint(raw: bytes, *, error: ValueError | None = None, value: object
             return ("; NaN and Infinity are not JSON (Python's json.dumps writes them unless allow_nan=False): write "
                     "null, or the number as a string")
         rest = _STRING.sub(b"0", raw.removeprefix(_BOM)).strip()  # each whole string a value, to see what ends it
-        if (str(error).startswith("unexpected end of data") and rest[:1] in (b"[", b"{") and rest[-1:] in b"[{,:"
-                and b'"' not in rest):
+        opening = rest[:1] in (b"[", b"{") and rest[-1:] in b"[{,:" and b'"' not in rest
+        if str(error).startswith("unexpected end of data") and opening and (lineno == 1 or not rest.strip(b"[{ \t")):
             return ("; the file looks like one JSON document spread over several lines (a JSON array or pretty-printed "
                     "JSON), not JSON Lines (one record per line): convert an array with jq -c '.[]' FILE, "
                     "pretty-printed records with jq -c . FILE")

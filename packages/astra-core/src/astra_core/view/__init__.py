@@ -49,12 +49,12 @@ def iter_lines(paths: Iterable[str], stdin: IO[bytes] | None = None) -> Iterator
             offset += len(raw)
 
 
-def _parse(raw: bytes | str) -> tuple[object, str | None]:
+def _parse(raw: bytes | str, lineno: int) -> tuple[object, str | None]:
     try:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError as exc:
         as_bytes = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
-        return None, f"invalid JSON: {exc}{not_jsonl_hint(as_bytes, error=exc)}"
+        return None, f"invalid JSON: {exc}{not_jsonl_hint(as_bytes, error=exc, lineno=lineno)}"
 
 
 def _is_reject(value: dict) -> bool:
@@ -66,10 +66,10 @@ def entry_of(line: RawLine, index: int) -> dict:
     entry = {"i": index, "file": line.file, "line": line.line, "kind": "invalid", "id": None,
              "rejected": is_rejects_file(line.file), "reasons": [], "stage": None, "problems": [], "error": None,
              "verdict": None, "reward": None, "title": ""}
-    value, error = _parse(line.raw.removeprefix(b"\xef\xbb\xbf"))
+    value, error = _parse(line.raw.removeprefix(b"\xef\xbb\xbf"), line.line)
     if error is None and isinstance(value, dict) and _is_reject(value):
         entry.update(rejected=True, reasons=[value["reason"]], stage=value.get("stage"), id=value.get("id"))
-        value, error = (value["record"], None) if "record" in value else _parse(value["line"])
+        value, error = (value["record"], None) if "record" in value else _parse(value["line"], 0)
     if error is not None:
         return {**entry, "error": error, "record": line.raw.decode("utf-8", "replace")}
     if not isinstance(value, dict):
