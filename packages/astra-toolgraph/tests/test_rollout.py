@@ -174,3 +174,23 @@ def test_rollout_refuses_a_task_without_a_question_as_malformed_input(sample_ser
     assert reject["reason"].startswith(f"malformed: {inputs}:1: record 't-blank': field question: the question is "
                                        f"{what}")
     assert len(llm.chat_requests) == 1 and good["question"] in str(llm.chat_requests[0]["messages"])
+
+
+def test_a_server_that_sends_arguments_as_an_object_and_no_call_ids_still_makes_a_valid_trajectory(
+        sample_servers, recorded_llm):
+    """Some OpenAI-compatible servers send tool-call arguments as an object and leave out call ids: the client hands
+    the arguments on as JSON text, the rollout numbers the calls."""
+    listing = {"content": None, "tool_calls": [{"type": "function", "function": {
+        "name": "list_customer_orders", "arguments": {"customer_email": "a@b.c"}}}]}
+    llm = recorded_llm(replies=[listing, '{"orders": []}', "You have no orders."])
+
+    async def go():
+        async with llm_client(llm) as client:
+            return await rollout(client, task("order-desk"), order_desk(sample_servers), ServerPool(),
+                                 RolloutConfig(max_turns=3, emulator=EmulatorConfig(failure_rate=0.0)))
+
+    trajectory = asyncio.run(go())
+    validate(trajectory, "trajectory")
+    [called] = trajectory["messages"][2]["tool_calls"]
+    assert called["id"] == "call_0_0" and json.loads(called["function"]["arguments"]) == {"customer_email": "a@b.c"}
+    assert trajectory["messages"][3] == {"role": "tool", "tool_call_id": "call_0_0", "content": '{"orders": []}'}

@@ -44,14 +44,13 @@ class Executor:
 
 
 def _normalize_calls(calls: list[dict], turn: int) -> list[dict]:
+    """A reply's tool calls as the trajectory keeps them: each with an id (a server may leave it out) and the
+    OpenAI fields only. (The client hands arguments on as JSON text whatever the server sent.)"""
     out = []
     for index, call in enumerate(calls):
         function = call.get("function") or {}
-        arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
         out.append({"id": call.get("id") or f"call_{turn}_{index}", "type": "function",
-                    "function": {"name": function.get("name", ""), "arguments": arguments}})
+                    "function": {"name": function.get("name", ""), "arguments": function.get("arguments", "{}")}})
     return out
 
 
