@@ -103,12 +103,12 @@ def numbered_lines(path: str, stdin: IO[bytes] | None = None) -> Iterator[tuple[
             source.close()
 
 
-def iter_raw_lines(paths: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
-    """(source, line number, bytes) for every non-blank line of every input ('-' is stdin), decompressed when
-    gzip, bzip2 or xz."""
+def iter_raw_lines(paths: Iterable[str], stdin: IO[bytes] | None = None) -> Iterator[tuple[str, int, bytes]]:
+    """(source, line number, bytes) for every non-blank line of every input ('-' is `stdin`, default the
+    process's), decompressed when gzip, bzip2 or xz."""
     for path in paths:
         name = source_name(path)
-        for lineno, line in numbered_lines(path):
+        for lineno, line in numbered_lines(path, stdin):
             if line.strip():
                 yield name, lineno, line
 

@@ -223,6 +223,54 @@ def _stop_on_sigterm() -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _private_stdin() -> IO[bytes] | None:
+    """The process's stdin as a reader of its own (fd 0 duplicated): Python aborts at exit ("could not acquire lock
+    for <stdin>") when a daemon thread is blocked reading sys.stdin. None for a stdin with no descriptor (a test's)."""
+    try:
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+
+
+class _PipeReader:
+    """Records read from a pipe by a daemon thread, `ahead` at most before the stage takes them. (In a thread of
+    asyncio's executor, a read waiting on upstream would hold the stage's exit on Ctrl-C or SIGTERM until upstream
+    wrote or closed.)"""
+
+    def __init__(self, records: Iterator[dict], end: object, ahead: int):
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._room = threading.Semaphore(ahead)
+        threading.Thread(target=self._read, args=(records, end), daemon=True, name="astra-stage-input").start()
+
+    def _read(self, records: Iterator[dict], end: object) -> None:
+        try:
+            for record in records:
+                self._room.acquire()
+                self._put(record)
+            self._put(end)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the stage's loop (a malformed line, ...)
+            self._put(_ReadFailed(exc))
+
+    def _put(self, item: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the stage has stopped, nobody takes it
+            return
+
+    async def next(self) -> object:
+        item = await self._queue.get()
+        self._room.release()
+        if isinstance(item, _ReadFailed):
+            raise item.error
+        return item
+
+
+@dataclass
+class _ReadFailed:
+    error: BaseException
+
+
 def _stdout_to_devnull() -> None:
     """Python flushes stdout again at exit; into a closed pipe that prints an 'Exception ignored' message."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -278,6 +326,7 @@ class Stage:
         self._sources: dict[int, str] = {}  # id(record) -> "file:line" of records being processed
         self._undo_sigterm: Callable[[], None] = lambda: None
         self._claims: list[IO[bytes]] = []  # locks on the files it writes (astra_core.claims)
+        self._stdin: IO[bytes] | None = None  # where '-' is read from (None: the process's stdin)
 
     def provenance(self, *, model: str | Callable[[], str | None] | None = None, seed: int | None = None) -> None:
         """The model (and seed) the output records' provenance step names. `model` may be a function asked
@@ -426,7 +475,7 @@ class Stage:
     def inputs(self) -> Iterator[dict]:
         """Input records to process: parsed, validated, and filtered by --shard and --resume."""
         first_seen: dict[str, str] = {}  # id -> file:line where it first appeared
-        for source, lineno, raw in iter_raw_lines(self.options.inputs):
+        for source, lineno, raw in iter_raw_lines(self.options.inputs, self._stdin):
             self.counts.read += 1
             try:
                 line = parse_line(source, lineno, raw, self.in_kind)
@@ -597,6 +646,9 @@ class Stage:
     async def arun(self, fn: Callable[[dict], Awaitable[dict | list[dict] | None]], concurrency: int = 8) -> Counts:
         """Apply async `fn` to every input with up to `concurrency` in flight; output keeps input order."""
         window: collections.deque[asyncio.Task] = collections.deque()
+        from_pipe = any(path == "-" or not os.path.isfile(path) for path in self.options.inputs)
+        if from_pipe:
+            self._stdin = _private_stdin()
         records = self.inputs()
         done = object()
 
@@ -613,10 +665,21 @@ class Stage:
             else:
                 self.emit(outputs, record)
 
-        # Regular files are read on the event loop; a pipe (stdin, a FIFO) off it, as upstream may be slow.
-        blocking = any(path == "-" or not os.path.isfile(path) for path in self.options.inputs)
+        async def next_from(pipe: _PipeReader):
+            """The next record of a pipe; what finishes while upstream is slow is written at once, in order, not
+            held until the next line comes."""
+            getting = asyncio.ensure_future(pipe.next())
+            while not getting.done():
+                head = [window[0]] if window else []
+                await asyncio.wait({getting, *head}, return_when=asyncio.FIRST_COMPLETED)
+                while window and window[0].done():
+                    finish(window.popleft().result())
+            return getting.result()
+
+        # Regular files are read on the event loop; a pipe (stdin, a FIFO) by a thread of its own.
+        pipe = _PipeReader(records, done, ahead=2 * concurrency) if from_pipe else None
         while True:
-            record = await asyncio.to_thread(next, records, done) if blocking else next(records, done)
+            record = await next_from(pipe) if pipe is not None else next(records, done)
             if record is done:
                 break
             window.append(asyncio.create_task(guarded(record)))
@@ -624,4 +687,6 @@ class Stage:
                 finish(await window.popleft())
         while window:
             finish(await window.popleft())
+        if self._stdin is not None:  # (read to its end: no thread is reading it any more)
+            self._stdin.close()
         return self.counts
