@@ -409,24 +409,3 @@ def test_a_file_another_run_is_writing_is_refused_untouched_and_free_again_after
     with Stage("third", StageOptions(inputs=(inp,), output=str(out), resume=True)) as third:
         third.run(lambda record: record)
     assert third.counts.skipped_resume == 4
-
-
-def test_a_parquet_output_is_written_at_the_end_and_is_no_file_at_all_when_the_run_fails(tmp_path):
-    import pyarrow.parquet as pq
-
-    inp = write_input(tmp_path / "in.jsonl", records(3))
-    out = tmp_path / "out.parquet"
-    with Stage("test", StageOptions(inputs=(inp,), output=str(out))) as stage:
-        stage.run(lambda record: record)
-    assert pq.read_table(out).column("id").to_pylist() == ["r0", "r1", "r2"]
-
-    failed = tmp_path / "failed.parquet"
-
-    def fails(record):
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        with Stage("test", StageOptions(inputs=(inp,), output=str(failed))) as stage:
-            assert failed.exists()  # claimed (locked) while the stage runs
-            stage.run(fails)
-    assert not failed.exists()  # not an empty file that no parquet reader opens
