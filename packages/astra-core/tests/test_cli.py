@@ -5,6 +5,21 @@ from astra_core.cli import main
 from click.testing import CliRunner
 
 
+def stage_command() -> str:
+    """The installed `astra-core` command, run as a user runs it (a process of its own)."""
+    import os
+    import sys
+
+    return os.path.join(os.path.dirname(sys.executable), "astra-core")
+
+
+def trajectories(path, n):
+    from astra_core.formats_doc import example
+
+    path.write_text("".join(json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n" for i in range(n)))
+    return path
+
+
 def test_validate_passes_good_records_and_rejects_bad_ones(tmp_path):
     good = {"id": "c1", "meta": {}, "server_id": "s", "tools": ["a", "b"]}
     bad = {"id": "c2", "meta": {}, "server_id": "s", "tools": []}
@@ -36,16 +51,10 @@ def test_schema_prints_json_schema():
 def test_a_stage_whose_reader_closes_stdout_stops_quietly_with_its_counts(tmp_path):
     """`astra-core validate ... | head -1`: exit 141 (as `cat` cut short by `head`), the counts and why it stopped
     on stderr; no traceback, no 'Exception ignored' from Python's flush at exit, no '[Errno 32] Broken pipe'."""
-    import os
     import subprocess
-    import sys
 
-    from astra_core.formats_doc import example
-
-    many = tmp_path / "many.jsonl"
-    many.write_text("".join(json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n" for i in range(5000)))
-    command = os.path.join(os.path.dirname(sys.executable), "astra-core")
-    with subprocess.Popen([command, "validate", "trajectory", str(many)], stdout=subprocess.PIPE,
+    many = trajectories(tmp_path / "many.jsonl", 5000)
+    with subprocess.Popen([stage_command(), "validate", "trajectory", str(many)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as process:
         first = process.stdout.readline()
         process.stdout.close()
@@ -60,20 +69,14 @@ def test_a_stage_whose_reader_closes_stdout_stops_quietly_with_its_counts(tmp_pa
 def test_a_stage_sent_sigterm_while_it_waits_for_stdin_says_what_it_did_and_exits_143(tmp_path):
     """`kill` (or a scheduler's time limit) while a stage reads a pipe that stays open: the records it finished are
     in its output, its counts and what is left are on stderr, no traceback."""
-    import os
     import signal
     import subprocess
-    import sys
     import time
 
-    from astra_core.formats_doc import example
-
     out = tmp_path / "out.jsonl"
-    command = os.path.join(os.path.dirname(sys.executable), "astra-core")
-    with subprocess.Popen([command, "validate", "trajectory", "-", "-o", str(out)], stdin=subprocess.PIPE,
+    with subprocess.Popen([stage_command(), "validate", "trajectory", "-", "-o", str(out)], stdin=subprocess.PIPE,
                           stderr=subprocess.PIPE) as process:
-        for i in range(3):
-            process.stdin.write((json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n").encode())
+        process.stdin.write(trajectories(tmp_path / "in.jsonl", 3).read_bytes())
         process.stdin.flush()
         deadline = time.monotonic() + 60
         while (not out.exists() or out.read_text().count("\n") < 3) and time.monotonic() < deadline:
@@ -87,20 +90,6 @@ def test_a_stage_sent_sigterm_while_it_waits_for_stdin_says_what_it_did_and_exit
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["t0", "t1", "t2"]
 
 
-def _stage_command():
-    import os
-    import sys
-
-    return os.path.join(os.path.dirname(sys.executable), "astra-core")
-
-
-def _trajectories(path, n):
-    from astra_core.formats_doc import example
-
-    path.write_text("".join(json.dumps(dict(example("trajectory"), id=f"t{i}")) + "\n" for i in range(n)))
-    return path
-
-
 def test_a_file_that_cannot_grow_stops_the_stage_in_one_line_and_resume_does_the_rest(tmp_path):
     """A full disk or a quota mid-run (here: RLIMIT_FSIZE, EFBIG): before, two chained tracebacks (the failed flush,
     then the failed close); now the counts, what is unfinished and one line naming the file; after freeing space,
@@ -108,8 +97,8 @@ def test_a_file_that_cannot_grow_stops_the_stage_in_one_line_and_resume_does_the
     import resource
     import subprocess
 
-    records, out = _trajectories(tmp_path / "in.jsonl", 200), tmp_path / "out.jsonl"
-    command = [_stage_command(), "validate", "trajectory", str(records), "-o", str(out)]
+    records, out = trajectories(tmp_path / "in.jsonl", 200), tmp_path / "out.jsonl"
+    command = [stage_command(), "validate", "trajectory", str(records), "-o", str(out)]
 
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
@@ -130,10 +119,10 @@ def test_a_file_that_cannot_grow_stops_the_stage_in_one_line_and_resume_does_the
 def test_a_full_device_is_one_line_naming_where_the_stage_writes(tmp_path, where):
     import subprocess
 
-    records = _trajectories(tmp_path / "in.jsonl", 3)
+    records = trajectories(tmp_path / "in.jsonl", 3)
     with records.open("a") as handle:
         handle.write('{"id": "bad", "messages": "not a list"}\n')
-    command = [_stage_command(), "validate", "trajectory", str(records), "--skip-bad"]
+    command = [stage_command(), "validate", "trajectory", str(records), "--skip-bad"]
     command += {"-o": ["-o", "/dev/full"], "--rejects": ["-o", str(tmp_path / "out.jsonl"), "--rejects", "/dev/full"],
                 "stdout": []}[where]
     with open("/dev/full", "wb") as full:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from astra_core.formats_doc import example
 
@@ -74,24 +75,15 @@ def test_an_endpoint_that_dies_mid_run_stops_the_stage_and_resume_does_the_rest(
     assert all(r["scores"]["overall"] == 1.0 for r in judged)
 
 
-SLOW_SERVER = """
-import json, sys, time
-from astra_core.testing import RecordedLLM
-
-def reply(body):
-    time.sleep(0.05)
+def slow_reply(body):
+    time.sleep(0.05)  # slow enough that a SIGTERM lands with requests in flight
     return json.dumps({"reason": "recorded", "score": 1})
 
-print(RecordedLLM(replies=[reply]).start().base_url, flush=True)
-time.sleep(600)
-"""
 
-
-def test_sigterm_mid_run_keeps_what_the_stage_finished_and_resume_does_the_rest(tmp_path):
+def test_sigterm_mid_run_keeps_what_the_stage_finished_and_resume_does_the_rest(tmp_path, recorded_llm):
     """A scheduler's time limit ends a judge run (SIGTERM while requests are in flight on the event loop): the
     stage says what it did and what is left, exit 143; `--resume` judges exactly the rest."""
     import signal
-    import time
 
     base = example("trajectory")
     records = tmp_path / "trajectories.jsonl"
@@ -99,26 +91,21 @@ def test_sigterm_mid_run_keeps_what_the_stage_finished_and_resume_does_the_rest(
         {"role": "user", "content": f"What is {i} + {i}?"}, {"role": "assistant", "content": str(2 * i)}]}) + "\n"
         for i in range(200)))
     out, rejects = tmp_path / "judged.jsonl", tmp_path / "rejects.jsonl"
-    server = subprocess.Popen([sys.executable, "-c", SLOW_SERVER], stdout=subprocess.PIPE, text=True)
-    try:
-        url = server.stdout.readline().strip()
-        argv = [JUDGE, "judge-trajectory", str(records), "-o", str(out), "--rejects", str(rejects),
-                "--base-url", url, "--model", "recorded", "--concurrency", "4"]
-        with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) as run:
-            deadline = time.monotonic() + 60
-            while (not out.exists() or out.read_text().count("\n") < 3) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            run.send_signal(signal.SIGTERM)
-            err = run.stderr.read()
-        assert run.returncode == 143, err
-        assert "terminated (SIGTERM): " in err and "--resume to do only what is left" in err
-        assert "Traceback" not in err
-        done = [json.loads(line)["id"] for line in out.read_text().splitlines()]
-        assert 3 <= len(done) < 200
-        resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300)
-    finally:
-        server.kill()
-        server.wait()
+    server = recorded_llm(replies=[slow_reply])
+    argv = [JUDGE, "judge-trajectory", str(records), "-o", str(out), "--rejects", str(rejects),
+            "--base-url", server.base_url, "--model", "recorded", "--concurrency", "4"]
+    with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) as run:
+        deadline = time.monotonic() + 60
+        while (not out.exists() or out.read_text().count("\n") < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        err = run.stderr.read()
+    assert run.returncode == 143, err
+    assert "terminated (SIGTERM): " in err and "--resume to do only what is left" in err
+    assert "Traceback" not in err
+    done = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert 3 <= len(done) < 200
+    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     judged = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert sorted(judged) == sorted(f"t{i}" for i in range(200))
