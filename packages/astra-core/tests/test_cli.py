@@ -131,3 +131,43 @@ def test_a_full_device_is_one_line_naming_where_the_stage_writes(tmp_path, where
     assert done.returncode == 1, done.stderr
     assert f"Error: cannot write {name}: No space left on device" in done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncated gzip", "zstd"])
+def test_an_unreadable_input_is_one_line_or_with_skip_bad_a_reject(tmp_path, damage):
+    """A gzip download cut off (or a zstd file, which this Python cannot read): the installed command said it in a
+    traceback. Now one line naming file and line; with --skip-bad the rest of that file is one reject naming where,
+    and the records before it and the next file's are validated."""
+    import gzip
+    import subprocess
+
+    packed = tmp_path / "cut.jsonl.gz"
+    if damage == "zstd":
+        packed.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(16))  # a zstd frame's magic number
+        before, lineno = 0, 1
+    else:
+        whole = trajectories(tmp_path / "whole.jsonl", 400).read_bytes().replace(b'"id": "t', b'"id": "cut-t')
+        packed.write_bytes(gzip.compress(whole)[:-300])
+        before, lineno = None, None
+    later = trajectories(tmp_path / "later.jsonl", 3)
+    command = [stage_command(), "validate", "trajectory", str(packed), str(later), "-o", str(tmp_path / "out.jsonl")]
+
+    stopped = subprocess.run(command, capture_output=True, text=True)
+    assert stopped.returncode == 1 and "Traceback" not in stopped.stderr
+    error = stopped.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"Error: {packed}:")
+
+    rejects = tmp_path / "rejects.jsonl"
+    (tmp_path / "out.jsonl").unlink()
+    skipped = subprocess.run([*command, "--skip-bad", "--rejects", str(rejects)], capture_output=True, text=True)
+    assert "Traceback" not in skipped.stderr
+    [reject] = [json.loads(line) for line in rejects.read_text().splitlines()]
+    written = [json.loads(line)["id"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    if before is None:  # the lines before the break were all validated, then the next file's
+        before, lineno = len(written) - 3, len(written) - 3 + 1
+        assert before > 0 and f"the compressed data is broken after line {before} " in reject["reason"]
+    else:
+        assert "zstd-compressed; decompress it first" in reject["reason"]
+    assert written[before:] == ["t0", "t1", "t2"] and all(i.startswith("cut-") for i in written[:before])
+    assert reject["source"] == f"{packed}:{lineno}" and error == f"Error: {reject['reason'].removeprefix('malformed: ')}"
+    assert f"read {before + 3 + 1} · wrote {before + 3} from {before + 3} · rejected 1" in skipped.stderr

@@ -7,6 +7,7 @@ import sys
 import pytest
 from astra_core.formats_doc import example
 from astra_core.jsonl import MalformedLine, UnreadableInput, parse_line, read_jsonl, write_jsonl
+from astra_core.schema import RecordError
 
 
 def write(tmp_path, text: str):
@@ -114,8 +115,9 @@ def test_a_broken_compressed_file_is_an_error_after_the_lines_it_holds(tmp_path,
         seen.extend(read_jsonl(path))
     assert seen and [r["id"] for r in seen] == [f"r{i}" for i in range(len(seen))]
     if isinstance(info.value, UnreadableInput):
-        assert str(info.value).startswith(f"{path}: the compressed data is broken after line {len(seen)} ")
-        assert isinstance(info.value, OSError)  # stage commands print an OSError as one line
+        assert str(info.value).startswith(f"{path}:{len(seen) + 1}: the compressed data is broken after line "
+                                          f"{len(seen)} ")
+        assert isinstance(info.value, RecordError)  # every command prints bad input as one line
     else:
         assert str(info.value).startswith(f"{path}:{len(seen) + 1}: invalid JSON")
 
@@ -125,7 +127,7 @@ def test_a_python_without_the_decompressor_says_so(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "lzma", None)  # `import lzma` now raises ImportError
     path = tmp_path / "in.jsonl.xz"
     path.write_bytes(COMPRESSORS["xz"](LINES))
-    with pytest.raises(UnreadableInput, match=r"in\.jsonl\.xz: lzma-compressed, and this Python has no lzma module"):
+    with pytest.raises(UnreadableInput, match=r"in\.jsonl\.xz:1: lzma-compressed, and this Python has no lzma module"):
         list(read_jsonl(path))
     assert [r["id"] for r in read_jsonl(write(tmp_path, '{"id": "a"}\n'))] == ["a"]
 
@@ -133,7 +135,7 @@ def test_a_python_without_the_decompressor_says_so(tmp_path, monkeypatch):
 def test_zstd_input_says_to_decompress_it_first(tmp_path):
     path = tmp_path / "in.jsonl.zst"
     path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 16)  # a zstd frame's magic number
-    with pytest.raises(UnreadableInput, match=r"in\.jsonl\.zst: zstd-compressed; decompress it first"):
+    with pytest.raises(UnreadableInput, match=r"in\.jsonl\.zst:1: zstd-compressed; decompress it first"):
         list(read_jsonl(path))
 
 

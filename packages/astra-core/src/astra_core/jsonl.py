@@ -46,8 +46,12 @@ _DECOMPRESSORS = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "lzma"}
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-class UnreadableInput(OSError):
-    """An input file whose bytes cannot be read as (possibly compressed) JSONL."""
+class UnreadableInput(RecordError):
+    """Input whose bytes cannot be read as (possibly compressed) JSONL from line `lineno` on: bad input like a
+    malformed line (a one-line error; a stage's --skip-bad rejects the rest of that file)."""
+
+    def __init__(self, message: str, *, source: str, lineno: int):
+        super().__init__(message, source=source, lineno=lineno)
 
 
 def is_compressed(path: str) -> bool:
@@ -61,14 +65,14 @@ def _decompressed(source: IO[bytes], name: str) -> IO[bytes]:
     """`source` itself, or the stream of its decompressed bytes when it is gzip, bzip2 or xz."""
     head = source.peek(6)[:6] if hasattr(source, "peek") else b""
     if head.startswith(_ZSTD_MAGIC):
-        raise UnreadableInput(f"{name}: zstd-compressed; decompress it first (zstd -dc FILE | ... -)")
+        raise UnreadableInput("zstd-compressed; decompress it first (zstd -dc FILE | ... -)", source=name, lineno=1)
     for magic, module_name in _DECOMPRESSORS.items():
         if head.startswith(magic):
             try:
                 module = importlib.import_module(module_name)
             except ImportError:
-                raise UnreadableInput(f"{name}: {module_name}-compressed, and this Python has no {module_name} "
-                                      f"module; decompress it first") from None
+                raise UnreadableInput(f"{module_name}-compressed, and this Python has no {module_name} module; "
+                                      "decompress it first", source=name, lineno=1) from None
             return module.open(source, "rb")
     return source
 
@@ -93,8 +97,8 @@ def numbered_lines(path: str, stdin: IO[bytes] | None = None) -> Iterator[tuple[
         except Exception as exc:  # noqa: BLE001 - EOFError, OSError, zlib.error, lzma.LZMAError: data that breaks off
             if lines is source:
                 raise
-            raise UnreadableInput(f"{name}: the compressed data is broken after line {lineno} "
-                                  f"({exc}); the lines before it were read") from None
+            raise UnreadableInput(f"the compressed data is broken after line {lineno} ({exc}); the lines before "
+                                  "it were read", source=name, lineno=lineno + 1) from None
         finally:
             if lines is not source:
                 lines.close()

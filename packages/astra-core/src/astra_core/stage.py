@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from astra_core.claims import ClaimRefused, claim, release
-from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
+from astra_core.jsonl import MalformedLine, UnreadableInput, dumps, iter_raw_lines, parse_line
 from astra_core.records import provenance_step, stable_id
 from astra_core.schema import RecordError, validate
 
@@ -475,32 +475,48 @@ class Stage:
     def inputs(self) -> Iterator[dict]:
         """Input records to process: parsed, validated, and filtered by --shard and --resume."""
         first_seen: dict[str, str] = {}  # id -> file:line where it first appeared
-        for source, lineno, raw in iter_raw_lines(self.options.inputs, self._stdin):
-            self.counts.read += 1
+        for path in self.options.inputs:
             try:
-                line = parse_line(source, lineno, raw, self.in_kind)
-                _check_unique(line.record, source, lineno, raw, first_seen)
-            except MalformedLine as bad:
+                for source, lineno, raw in iter_raw_lines([path], self._stdin):
+                    record = self._taken(source, lineno, raw, first_seen)
+                    if record is not None:
+                        yield record
+            except UnreadableInput as unreadable:  # e.g. a download cut off: the rest of this file, as a bad line
                 if not self.options.skip_bad:
                     raise
-                self._write_reject({"id": bad.record_id, "reason": f"malformed: {bad}", "stage": self.command,
-                                    "source": f"{source}:{lineno}", "line": raw.decode("utf-8", "replace")})
+                self.counts.read += 1
+                self._write_reject({"id": None, "reason": f"malformed: {unreadable}", "stage": self.command,
+                                    "source": f"{unreadable.source}:{unreadable.lineno}"})
                 self._advance()
-                continue
-            record = line.record
-            if record.get("id") is None and self.derive_ids:
-                record["id"] = stable_id(record, prefix="row-")
-            record_id = record.get("id")
-            if self.options.shard and not self.options.shard.owns(str(record_id)):
-                self.counts.other_shards += 1
-                self._advance()
-                continue
-            if record_id in self._done:
-                self.counts.skipped_resume += 1
-                self._advance()
-                continue
-            self._sources[id(record)] = f"{source}:{lineno}"
-            yield record
+
+    def _taken(self, source: str, lineno: int, raw: bytes, first_seen: dict[str, str]) -> dict | None:
+        """The record of one line if this run processes it (None: rejected as malformed, another shard's, or done
+        by the run --resume continues)."""
+        self.counts.read += 1
+        try:
+            line = parse_line(source, lineno, raw, self.in_kind)
+            _check_unique(line.record, source, lineno, raw, first_seen)
+        except MalformedLine as bad:
+            if not self.options.skip_bad:
+                raise
+            self._write_reject({"id": bad.record_id, "reason": f"malformed: {bad}", "stage": self.command,
+                                "source": f"{source}:{lineno}", "line": raw.decode("utf-8", "replace")})
+            self._advance()
+            return None
+        record = line.record
+        if record.get("id") is None and self.derive_ids:
+            record["id"] = stable_id(record, prefix="row-")
+        record_id = record.get("id")
+        if self.options.shard and not self.options.shard.owns(str(record_id)):
+            self.counts.other_shards += 1
+            self._advance()
+            return None
+        if record_id in self._done:
+            self.counts.skipped_resume += 1
+            self._advance()
+            return None
+        self._sources[id(record)] = f"{source}:{lineno}"
+        return record
 
     # -- output ----------------------------------------------------------------------------
     def emit(self, outputs: dict | list[dict] | None, source: dict | None = None) -> None:
