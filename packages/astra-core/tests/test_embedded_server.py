@@ -84,6 +84,22 @@ def test_concurrent_requests_are_batched_and_all_answered(embedded_llm):
     assert len(replies) == 6 and all(r.message["role"] == "assistant" for r in replies)
 
 
+def test_connections_opened_at_once_are_all_answered(embedded_llm):
+    """A client opening 256 connections at once (a stage at --concurrency 256): with the standard library's listen
+    backlog of 5, 66 of them were reset here and others waited minutes on SYN retries."""
+    import aiohttp
+
+    async def main():
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
+            async def one():
+                async with session.get(f"{embedded_llm}/models") as reply:
+                    return reply.status
+
+            return await asyncio.wait_for(asyncio.gather(*[one() for _ in range(256)]), timeout=30)
+
+    assert asyncio.run(main()) == [200] * 256
+
+
 def test_bad_requests_get_openai_style_errors(embedded_llm):
     root = embedded_llm
     response = httpx.post(f"{root}/chat/completions", content=b"{not json", timeout=30)

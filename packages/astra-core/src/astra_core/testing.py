@@ -16,10 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from astra_core.http_server import HTTPServer
 
 Reply = str | dict | Callable[[dict], "str | dict"]
 
@@ -52,7 +54,7 @@ class RecordedLLM:
     _in_flight: int = 0
     _served: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
+    _server: HTTPServer | None = None
 
     def _next(self, body: dict) -> Failure | dict:
         with self._lock:
@@ -116,8 +118,7 @@ class RecordedLLM:
                     "choices": [{"index": 0, "message": outcome, "finish_reason": finish}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = HTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         return self

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from astra_core.http_server import HTTPServer
 
 from astra_sandbox.pool import SessionPool
 from astra_sandbox.run_code import sandbox_error
@@ -15,7 +17,7 @@ from astra_sandbox.run_code import sandbox_error
 MAX_BODY = 64 << 20
 
 
-def make_server(pool: SessionPool, host: str = "127.0.0.1", port: int = 8080) -> ThreadingHTTPServer:
+def make_server(pool: SessionPool, host: str = "127.0.0.1", port: int = 8080) -> HTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -52,6 +54,4 @@ def make_server(pool: SessionPool, host: str = "127.0.0.1", port: int = 8080) ->
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
             print(f"astra-sandbox serve: {self.address_string()} {format % args}", file=sys.stderr)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return HTTPServer((host, port), Handler)

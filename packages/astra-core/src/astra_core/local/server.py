@@ -17,10 +17,11 @@ import threading
 import time
 import uuid
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from astra_core.chat_format import parse_reply, to_template_messages
+from astra_core.http_server import HTTPServer
 from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
@@ -179,7 +180,7 @@ def make_handler(service: ChatService):
     return Handler
 
 
-def _stop_when_orphaned(httpd: ThreadingHTTPServer, every_s: float = 1.0) -> None:
+def _stop_when_orphaned(httpd: HTTPServer, every_s: float = 1.0) -> None:
     """Shut the server down once its parent is gone (the process is re-parented): a stage killed hard, or a crash,
     would otherwise leave the model running, holding its memory, with nobody to ask it anything. (Polled:
     PR_SET_PDEATHSIG fires when the parent's forking thread ends, not the parent.)"""
@@ -200,7 +201,7 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
     """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready. With
     `exit_with_parent`, it also stops when the process that started it ends, even by SIGKILL."""
     try:  # bound first: a port in use is said before the model loads; requests wait in the backlog until it has
-        httpd = ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
+        httpd = HTTPServer((host, port), BaseHTTPRequestHandler)
     except OSError as exc:
         hint = " (--port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
@@ -222,7 +223,6 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
                                     prefix_cache_tokens=prefix_cache_tokens), name,
                           max_tokens_cap=max_tokens_cap)
     httpd.RequestHandlerClass = make_handler(service)
-    httpd.daemon_threads = True
     bound = httpd.server_address[1]
     if port_file:
         tmp = Path(port_file).with_suffix(".tmp")
