@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 from astra_core.llm.cache import ResponseCache
 from astra_core.llm.jsontext import extract_json
+from astra_core.open_files import TooFewOpenFiles, limits, make_room, out_of_descriptors
 from astra_core.proxies import is_loopback
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -45,9 +46,10 @@ class LLMError(RuntimeError):
 
 
 class LLMUnavailable(LLMError):
-    """There is no model to ask: no endpoint configured and the embedded model cannot start, or the endpoint does
-    not answer (no connection after every retry, or it refuses the API key). A stage stops: records it would
-    reject now would be skipped by --resume."""
+    """There is no model to ask: no endpoint configured and the embedded model cannot start, the endpoint does
+    not answer (no connection after every retry, or it refuses the API key), or this process cannot hold the
+    connections asked for (its open-file limit). A stage stops: records it would reject now would be skipped by
+    --resume."""
 
 
 class StructuredOutputError(LLMError):
@@ -214,6 +216,10 @@ class LLMClient:
 
         async with self._endpoint_lock:
             if self._http is None:
+                try:  # (before the embedded model starts: it inherits the room for the connections it serves)
+                    make_room(self.config.concurrency)
+                except TooFewOpenFiles as exc:
+                    raise LLMUnavailable(str(exc)) from None
                 base_url = self.config.base_url
                 if not base_url:
                     from astra_core.embedded import EmbeddedServerError, embedded_base_url
@@ -295,6 +301,9 @@ class LLMClient:
             except (TimeoutError, aiohttp.ClientError) as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 unreachable = isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, TimeoutError)
+                if out_of_descriptors(exc):  # ours, not the endpoint's
+                    failure = (f"this process has no file descriptor left for a connection (ulimit -n: "
+                               f"{limits()[0]}; lower the concurrency or raise the limit): {failure}")
             else:
                 if status < 400:
                     try:
@@ -309,6 +318,8 @@ class LLMClient:
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
                 wait = _retry_after(headers)
             if attempt == cfg.max_retries:
+                if unreachable and failure.startswith("this process"):
+                    raise LLMUnavailable(f"{self._base}{path}: {failure} (after {cfg.max_retries} retries)")
                 if unreachable:
                     raise LLMUnavailable(f"{self._base}{path}: the endpoint does not answer ({failure}) after "
                                          f"{cfg.max_retries} retries")
