@@ -230,6 +230,26 @@ def test_an_endpoint_that_does_not_answer_is_unavailable_and_one_that_fails_is_a
     assert len(refused.chat_requests) == 1  # not retried
 
 
+def test_a_missing_route_or_model_stops_at_once_and_says_where_v1_goes(recorded_llm):
+    """HTTP 404 (a base URL without /v1; a model the endpoint does not serve): a stage rejected every record in turn,
+    each an LLMError, and --resume then skipped them all as done. Now LLMUnavailable at the first: the stage stops."""
+    from astra_core.llm import LLMUnavailable
+
+    server = recorded_llm(replies=["never"], failures=[Failure(404, body='{"detail": "Not Found"}')] * 2)
+    bare = LLMConfig(base_url=server.base_url.removesuffix("/v1"), model="m", max_retries=2, backoff=0.01)
+    with pytest.raises(LLMUnavailable, match=r"^http://127\.0\.0\.1:\d+/chat/completions: the endpoint has no such "
+                                             r"route or model: HTTP 404: .* is the base URL http://127\.0\.0\.1:\d+/v1\?\)$"):
+        asyncio.run(ask(LLMClient(bare)))
+    assert len(server.chat_requests) == 1  # not retried
+    with pytest.raises(LLMUnavailable, match=r"/v1/chat/completions: the endpoint has no such route or model: HTTP "
+                                             r"404: \{\"detail\": \"Not Found\"\}$"):  # under /v1: no word of it
+        asyncio.run(ask(client(server, model="m")))
+
+    without_models = recorded_llm(replies=["fine"], lists_models=False)
+    assert asyncio.run(checked(client(without_models, model="configured"))) == "configured"  # a 404 there is no stop
+    assert asyncio.run(ask(client(without_models, model="configured"))).content == "fine"
+
+
 class ForwardProxy:
     """A plain HTTP forward proxy (what HTTP_PROXY names on a cluster): it reads the absolute URL of each request,
     notes it, and forwards the request to `upstream`, whatever host the URL names (no DNS here)."""

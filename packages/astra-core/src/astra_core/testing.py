@@ -48,6 +48,7 @@ class RecordedLLM:
     failures: list[Failure] = field(default_factory=list)
     embeddings: Callable[[str], list[float]] | None = None
     model_name: str = "recorded"
+    lists_models: bool = True  # False: GET /models is a 404, as on servers without the route
     requests: list[dict] = field(default_factory=list)
     max_in_flight: int = 0
     base_url: str = ""
@@ -86,6 +87,9 @@ class RecordedLLM:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802
+                if not recorder.lists_models:
+                    self._send(404, '{"detail": "Not Found"}')
+                    return
                 self._send(200, json.dumps({"object": "list", "data": [{"id": recorder.model_name}]}))
 
             def do_POST(self) -> None:  # noqa: N802

@@ -52,6 +52,10 @@ class LLMUnavailable(LLMError):
     --resume."""
 
 
+class EndpointNotFound(LLMUnavailable):
+    """HTTP 404: the base URL has no such route (often: it lacks /v1), or the endpoint has no such model."""
+
+
 class StructuredOutputError(LLMError):
     """No reply parsed as JSON matching the schema within the allowed attempts."""
 
@@ -238,6 +242,11 @@ class LLMClient:
                                                    trust_env=not is_loopback(self._base))
             return self._http
 
+    def _route_hint(self) -> str:
+        if self._base.rstrip("/").endswith("/v1"):
+            return ""
+        return f" (OpenAI-compatible servers such as vLLM serve under /v1: is the base URL {self._base}v1?)"
+
     @property
     def model_name(self) -> str | None:
         """The model requests use, once known (configured, or learned on the first request)."""
@@ -264,10 +273,12 @@ class LLMClient:
         async with self._semaphore:
             try:
                 await self._send_with_retries(http, "GET", "models", None)
+            except EndpointNotFound:
+                pass  # an endpoint without /models: an answer all the same
             except LLMError as exc:
                 if isinstance(exc, LLMUnavailable):
                     raise
-                # any other error is an answer all the same (an endpoint without /models)
+                # any other error is an answer all the same
         return self._model
 
     async def _request(self, method: str, path: str, body: dict) -> dict:
@@ -314,6 +325,9 @@ class LLMClient:
                 failure = f"HTTP {status}: {text[:500]}"
                 if status in (401, 403):  # the key (or the account) is refused: no request can succeed
                     raise LLMUnavailable(f"{self._base}{path}: the endpoint refuses the request: {failure}", status, text)
+                if status == 404:  # no such route or model: no request can succeed (rejecting each record would lose it)
+                    raise EndpointNotFound(f"{self._base}{path}: the endpoint has no such route or model: {failure}"
+                                           f"{self._route_hint()}", status, text)
                 if status not in RETRY_STATUS:
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
                 wait = _retry_after(headers)
