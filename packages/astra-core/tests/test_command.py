@@ -96,3 +96,25 @@ def test_input_a_stage_finds_malformed_stops_it_as_a_bad_line_would_unless_skip_
     assert result.exit_code == 0 and [json.loads(line)["n"] for line in result.stdout.splitlines()] == [2, 4]
     [reject] = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert reject["reason"] == "malformed: <stdin>:2: record 'r1': field n: above 100" and reject["record"]["n"] == 102
+
+
+def test_path_knobs_expand_the_home_directory_wherever_they_are_given(tmp_path, monkeypatch):
+    """`output_dir: ~/runs/x` in a YAML config made a directory named `~` in the working directory (no shell
+    expands a config file). A path knob's `~` is the home directory, from a file or a flag; other knobs keep it."""
+    from astra_core.config import load_config
+
+    @dataclass
+    class Paths:
+        out: str = knob("out", "A directory.", path=True)
+        extra: list[str] = knob([], "Files.", path=True)
+        unset: str | None = knob(None, "A file.", path=True)
+        title: str = knob("t", "Not a path.")
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text("out: ~/runs/x\nextra: [~/a.jsonl, b.jsonl]\ntitle: ~/not-a-path\n")
+    config = load_config(Paths, config_file)
+    assert (config.out, config.extra) == (f"{tmp_path}/home/runs/x", [f"{tmp_path}/home/a.jsonl", "b.jsonl"])
+    assert (config.unset, config.title) == (None, "~/not-a-path")
+    assert load_config(Paths, config_file, {"out": "~"}).out == f"{tmp_path}/home"
+

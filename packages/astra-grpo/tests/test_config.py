@@ -77,3 +77,17 @@ def test_accumulation_steps_need_an_even_split():
     with pytest.raises(ConfigError, match="micro_batch_size"):
         load_config(GRPOConfig, None, dict(batch_size=2, mini_batch_size=2, group_size=3,
                                            micro_batch_size=4)).accumulation_steps(1)
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+def test_home_in_a_config_file_is_the_home_directory(tmp_path, monkeypatch, cls):
+    """`output_dir: ~/runs/x` in a trainer's YAML wrote the run into a directory named `~` in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "run.yaml"
+    fields = {"model": "~/models/qwen3", "output_dir": "~/runs/x"}
+    if cls is GRPOConfig:
+        fields |= {"rollouts_out": "~/runs/x/rollouts.jsonl", "tau2_python": "~/tau2/bin/python"}
+    path.write_text(yaml.safe_dump(fields))
+    config = load_config(cls, str(path))
+    assert {name: getattr(config, name) for name in fields} == {
+        name: value.replace("~", str(tmp_path / "home"), 1) for name, value in fields.items()}

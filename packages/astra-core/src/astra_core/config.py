@@ -16,6 +16,7 @@ naming the field (`ConfigError`). A config class may define `validate()` for che
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -31,11 +32,15 @@ class ConfigError(ValueError):
 
 
 def knob(default: Any, help: str, *, choices: Iterable[str] | None = None, flag: str | None = None,  # noqa: A002
-         short: str | None = None, minimum: float | None = None, maximum: float | None = None, **kwargs: Any) -> Any:
+         short: str | None = None, minimum: float | None = None, maximum: float | None = None, path: bool = False,
+         **kwargs: Any) -> Any:
     """A config field with its documentation (and, optionally, its allowed values, its bounds (inclusive; a
     flag out of them is a usage error, a file's value a ConfigError), its own flag name or a one-letter short
-    flag: `short="n"` is `-n`)."""
-    metadata = {"help": help}
+    flag: `short="n"` is `-n`). `path`: the value is a file or directory path (or a list of them), whose `~` is
+    the user's home wherever it was given (no shell expands it in a YAML config)."""
+    metadata: dict[str, Any] = {"help": help}
+    if path:
+        metadata["path"] = True
     if choices is not None:
         metadata["choices"] = tuple(choices)
     if minimum is not None or maximum is not None:
@@ -163,6 +168,7 @@ def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict
         if key not in hints:
             raise ConfigError(f"unknown config field {key!r} for {cls.__name__}")
         values[key] = coerce(key, hints[key], value)
+    _expand_home(cls, values)
     try:
         config = cls(**values)
     except (TypeError, ValueError) as exc:  # checks a config class makes itself (__post_init__)
@@ -171,6 +177,16 @@ def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict
     if hasattr(config, "validate"):
         config.validate()
     return config
+
+
+def _expand_home(cls: type, values: dict[str, Any]) -> None:
+    """`~` and `~user` at the start of the path knobs' values, as a shell expands them."""
+    for spec in dataclasses.fields(cls):
+        value = values.get(spec.name)
+        if not spec.metadata.get("path") or value is None:
+            continue
+        values[spec.name] = ([os.path.expanduser(v) for v in value] if isinstance(value, list)
+                             else os.path.expanduser(value))
 
 
 def check_knobs(config: Any) -> None:

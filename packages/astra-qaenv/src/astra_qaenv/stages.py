@@ -113,9 +113,9 @@ class ExportCommandConfig(ExportConfig):
                                  "/v1/embeddings (auto: local when installed).", choices=("auto", "local", "endpoint"))
     embedding_model: str | None = knob(None, "Model name for --embedder endpoint (unset: the endpoint's first).")
     tool_pool: list[str] = knob([], "JSONL of environments / tool servers / tools forming the distractor pool "
-                                    "(none: the inputs' tools).")
+                                    "(none: the inputs' tools).", path=True)
     gold_trajectories: str | None = knob(None, "Also write one trajectory per sample solving it with the verified "
-                                               "calls (SFT warm start) to this file.")
+                                               "calls (SFT warm start) to this file.", path=True)
 
 
 @contextlib.contextmanager

@@ -96,7 +96,7 @@ def _check_min_score(value: float | None, min_score: float | None, what: str = "
 class F1Config:
     variant: str = knob("f1", "f1 = harmonic mean of recall and precision; recall / precision alone for the "
                               "paper's ablation.", choices=VARIANTS)
-    samples: str | None = knob(None, SAMPLES_HELP + " Gives `job`.")
+    samples: str | None = knob(None, SAMPLES_HELP + " Gives `job`.", path=True)
     min_score: float | None = knob(None, MIN_SCORE_HELP, minimum=0, maximum=1)
 
 
@@ -126,7 +126,7 @@ def score_f1(record: dict, config: F1Config, samples: dict[str, dict]) -> dict:
 class StateConfig:
     ignore: list[str] = knob([], "State paths to ignore, glob segments allowed (orders.*.created_at, "
                                  "**.updated_at).")
-    samples: str | None = knob(None, SAMPLES_HELP + " Gives `reward.expected_state` and `reward.ignore_fields`.")
+    samples: str | None = knob(None, SAMPLES_HELP + " Gives `reward.expected_state` and `reward.ignore_fields`.", path=True)
     max_diff: int = knob(50, "Keep at most this many diff entries in the record (the count is always kept).",
                          minimum=0)
     min_score: float | None = knob(None, MIN_SCORE_HELP, minimum=0, maximum=1)
@@ -175,7 +175,7 @@ class JudgeConfig:
 @dataclass
 class TaskJudgeConfig(JudgeConfig):
     servers: str | None = knob(None, "tool_server JSONL: the judge sees the tools of the server each task names "
-                                     "(server_id).")
+                                     "(server_id).", path=True)
     min_question_quality: float | None = knob(None, "Threshold θ_qq (default: --min-score).", minimum=0, maximum=1)
     min_scenario_realism: float | None = knob(None, "Threshold θ_sr (default: --min-score).", minimum=0, maximum=1)
     min_tool_necessity: float | None = knob(None, "Threshold θ_tn (default: --min-score).", minimum=0, maximum=1)

