@@ -245,6 +245,28 @@ def test_serve_reads_the_records_of_a_compressed_file_on_demand(tmp_path, exampl
         index.close()
 
 
+def test_serve_reads_a_pipe_named_as_a_file(tmp_path, examples):
+    """`view --serve <(zcat x.gz)`: the shell names a pipe. It was read as a seekable file (after peeking at its
+    first bytes for compression): the page showed 0 records."""
+    import os
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    threading.Thread(target=lambda: pipe.write_bytes(examples.read_bytes()), daemon=True).start()
+    built: dict[str, Index] = {}  # (read in a thread: the old reading waited forever on a second open of the pipe)
+    reader = threading.Thread(target=lambda: built.update(index=Index([str(pipe)])), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert "index" in built, "reading the pipe did not finish"
+    index = built["index"]
+    try:
+        assert [s["kind"] for s in index.summaries] == list(KINDS)
+        assert index.entry(len(KINDS) - 1)["record"] == example(KINDS[-1])
+        assert index.entry(2)["file"] == str(pipe) and index.entry(2)["line"] == 3
+    finally:
+        index.close()
+
+
 # -- --serve ----------------------------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from disk when its detail view asks for it. Standard input is first copied to a 
 
 from __future__ import annotations
 
+import os
 import tempfile
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,8 +36,10 @@ class Index:
         self.summaries: list[dict] = []
         self._places: list[tuple[str, int, int]] = []  # (displayed file name, line number, byte offset)
         for path in paths:
-            # stdin, and a compressed file (its lines are found by offset), are read from a spooled plain copy
-            real = path if path != "-" and not is_compressed(path) else self._spooled(path, stdin)
+            # lines are found again by offset: stdin, a pipe (`<(zcat ...)`) and a compressed file are read from a
+            # spooled plain copy
+            seekable = path != "-" and os.path.isfile(path) and not is_compressed(path)
+            real = path if seekable else self._spooled(path, stdin)
             self._real[source_name(path)] = real
             for line in iter_lines([real]):
                 shown = RawLine(source_name(path), line.line, line.offset, line.raw)
