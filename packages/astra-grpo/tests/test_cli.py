@@ -294,3 +294,42 @@ def test_outputs_that_cannot_be_written_are_one_line(tiny_llama, tmp_path):
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert "Error: could not write the run's outputs: File too large; no training state was saved" in done.stderr
+
+
+def base_model(tiny_llama, directory):
+    """A copy of a checkpoint whose tokenizer has no chat template, as a base model's."""
+    import shutil
+
+    shutil.copytree(tiny_llama, directory)
+    settings = directory / "tokenizer_config.json"
+    settings.write_text(json.dumps({k: v for k, v in json.loads(settings.read_text()).items() if k != "chat_template"}))
+    for path in directory.glob("chat_template*"):
+        path.unlink()
+    return directory
+
+
+def test_a_base_model_trains_with_the_chat_template_it_is_given(tiny_llama, tiny_qwen, tmp_path,
+                                                                 fresh_accelerate_state):
+    """A base model's tokenizer has no chat template: SFT stopped with transformers' message about
+    tokenizer.chat_template. It says which option gives one; with --chat-template-path (a .jinja file, or a model
+    directory whose template to take) it trains, and the checkpoint's tokenizer carries that template."""
+    from astra_core.formats_doc import example
+    from transformers import AutoTokenizer
+
+    model = base_model(tiny_llama, tmp_path / "base")
+    data = write(tmp_path / "t.jsonl", [dict(example("trajectory"), id=f"t{i}") for i in range(2)])
+    common = ["sft", str(data), "--model", str(model), "--max-steps", "1", "--report-to", ""]
+    refused = CliRunner().invoke(main, [*common, "--output-dir", str(tmp_path / "refused")])
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "the tokenizer has no chat template (a base model?): give one with --chat-template-path" in refused.output
+
+    qwen_template = AutoTokenizer.from_pretrained(tiny_qwen).chat_template
+    (tmp_path / "qwen.jinja").write_text(qwen_template)
+    for given in (tmp_path / "qwen.jinja", tiny_qwen):
+        out = tmp_path / f"out-{given.name}"
+        result = CliRunner().invoke(main, [*common, "--output-dir", str(out), "--chat-template-path", str(given)])
+        assert result.exit_code == 0, result.output
+        assert AutoTokenizer.from_pretrained(out / "final").chat_template == qwen_template
+    missing = CliRunner().invoke(main, [*common, "--chat-template-path", str(tmp_path / "none.jinja")])
+    assert missing.exit_code == 1
+    assert f"config field chat_template_path: no such file or directory: {tmp_path / 'none.jinja'}" in missing.output

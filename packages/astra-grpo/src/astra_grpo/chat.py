@@ -81,6 +81,10 @@ class ChatRenderer:
                  template_kwargs: dict | None = None):
         self.tokenizer = tokenizer
         template = tokenizer.chat_template or ""
+        if not template:
+            raise TemplateError("the tokenizer has no chat template (a base model?): give one with "
+                                "--chat-template-path (a .jinja file, or the directory of a model whose template "
+                                "to use, e.g. its instruct sibling)")
         if style == "auto":
             style = "template" if "tools" in template else "hermes"
         if style not in ("hermes", "template"):

@@ -9,6 +9,7 @@ field (`ConfigError`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,9 @@ class TrainConfig:
                           choices=("keep", "strip"))
     chat_template_kwargs: dict = knob({}, "Extra variables for the chat template, as JSON or YAML "
                                           "(e.g. '{enable_thinking: false}' for Qwen3).")
+    chat_template_path: str | None = knob(None, "A Jinja chat template file (or a checkpoint directory whose template "
+                                                "to take) used instead of the tokenizer's own: a base model has "
+                                                "none. Saved with the checkpoints' tokenizer.", path=True)
 
     learning_rate: float = knob(2e-6, "Peak learning rate (AdamW).")
     weight_decay: float = knob(0.0, "AdamW weight decay.", minimum=0)
@@ -86,6 +90,8 @@ class TrainConfig:
                "must be in [0, 1)")
         _check(self.context_parallel_size == 1 or (self.attn_implementation or "sdpa") in CP_ATTENTION,
                "attn_implementation", f"context parallelism runs {' | '.join(CP_ATTENTION)} attention")
+        _check(self.chat_template_path is None or os.path.exists(self.chat_template_path), "chat_template_path",
+               f"no such file or directory: {self.chat_template_path}")
 
 @dataclass
 class SFTConfig(TrainConfig):

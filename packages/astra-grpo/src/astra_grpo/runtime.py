@@ -10,6 +10,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
@@ -96,6 +97,8 @@ def load_policy(config: TrainConfig):
 
     directory = resolve_model_path(config.model)
     tokenizer = load_part("tokenizer", directory, lambda: AutoTokenizer.from_pretrained(directory))
+    if config.chat_template_path:
+        tokenizer.chat_template = chat_template_of(config.chat_template_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = load_model(config)
@@ -105,6 +108,20 @@ def load_policy(config: TrainConfig):
         enable_checkpointing()
     model.train()
     return model, tokenizer
+
+
+def chat_template_of(path: str) -> str:
+    """The chat template in a Jinja file, or the one of a checkpoint directory's tokenizer."""
+    from astra_core.config import ConfigError
+
+    if os.path.isdir(path):
+        from transformers import AutoTokenizer
+
+        template = AutoTokenizer.from_pretrained(path).chat_template
+        if not template:
+            raise ConfigError(f"config field chat_template_path: the tokenizer in {path} has no chat template")
+        return template
+    return Path(path).read_text()
 
 
 def load_model(config: TrainConfig):
