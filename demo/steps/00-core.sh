@@ -38,3 +38,16 @@ if astra-core validate trajectory "$OUT/examples/trajectory.jsonl" -o "$OUT/exam
   echo "expected writing over the input to be refused"; exit 1
 fi
 echo "  $(cat "$T/same.txt"); $(wc -l < "$OUT/examples/trajectory.jsonl") record(s) still in it"
+# A download cut off: the lines before the break are validated, the rest is one line naming where it breaks (with
+# --skip-bad, one reject with that reason), never a traceback.
+python -c "
+import json; from astra_core.formats_doc import example
+for i in range(200): print(json.dumps(dict(example('trajectory'), id=f'cut-{i}')))" | gzip > "$T/whole.jsonl.gz"
+head -c $(( $(stat -c %s "$T/whole.jsonl.gz") - 100 )) "$T/whole.jsonl.gz" > "$T/cut.jsonl.gz"
+if astra-core validate trajectory "$T/cut.jsonl.gz" -o "$T/cut.checked.jsonl" 2> "$T/cut.txt"; then
+  echo "expected the cut file to stop the stage"; exit 1
+fi
+echo "  $(tail -n 1 "$T/cut.txt")"
+astra-core validate trajectory "$T/cut.jsonl.gz" -o "$T/cut.checked.jsonl" --skip-bad --rejects "$T/cut.rejects.jsonl" \
+  2> /dev/null || [ $? = 1 ]  # (validate exits 1 when it rejects anything)
+echo "  with --skip-bad: $(wc -l < "$T/cut.checked.jsonl") records validated, $(wc -l < "$T/cut.rejects.jsonl") reject for the rest"

@@ -60,3 +60,10 @@ for name in ("trajectories", "qa", "tasks"):
         if record["scores"]["judge_errors"]:
             print(f"  unscored (judge output unusable): {', '.join(record['scores']['judge_errors'])}")
 EOF
+# A base URL without /v1 (servers print their address without it): the judge stops at its first request, saying
+# where /v1 goes, instead of rejecting every record in turn (which --resume would then skip as done).
+if head -n 1 "$DATA/trajectories.jsonl" | astra-reward judge-trajectory "${JUDGE_OPTS[@]}" \
+    --base-url "${ASTRA_LLM_BASE_URL%/v1}" > /dev/null 2> "$OUT/reward/no_v1.txt"; then
+  echo "expected a base URL without /v1 to stop the judge"; exit 1
+fi
+echo "$(tail -n 1 "$OUT/reward/no_v1.txt")"

@@ -23,6 +23,28 @@ kill -TERM "$trainer"; status=0; wait "$trainer" || status=$?
 grep "SIGTERM: stopped after step" "$G/sft_stopped.txt"
 "${SFT[@]}" --resume
 
+#    A base model's tokenizer has no chat template: SFT says which option gives one, and with --chat-template-path
+#    (here a copy of the embedded model without its template, given the original's) it trains; the checkpoint's
+#    tokenizer carries the template.
+MODEL_DIR="$(python -c 'from astra_core.local.model import resolve_model_path; print(resolve_model_path(None))')"
+BASE="$G/base-model"
+rm -rf "$BASE" "$G/sft-base" && mkdir -p "$BASE"
+for file in "$MODEL_DIR"/*; do
+  case "$(basename "$file")" in chat_template.jinja|tokenizer_config.json) ;; *) ln -s "$file" "$BASE/" ;; esac
+done
+python -c "import json, sys; c = json.load(open(sys.argv[1])); c.pop('chat_template', None); json.dump(c, open(sys.argv[2], 'w'))" \
+  "$MODEL_DIR/tokenizer_config.json" "$BASE/tokenizer_config.json"
+BASE_SFT=(astra-grpo sft "$G/sft_data.jsonl" --config sft_tiny_cpu.yaml --model "$BASE" --output-dir "$G/sft-base"
+  --batch-size 2 --micro-batch-size 2 --max-steps 1 --warmup-ratio 0 --learning-rate 2e-4 --max-length 1024 --report-to "")
+if "${BASE_SFT[@]}" 2> "$G/base_refused.txt"; then echo "expected a model without a chat template to be refused"; exit 1; fi
+tail -n 1 "$G/base_refused.txt"
+"${BASE_SFT[@]}" --chat-template-path "$MODEL_DIR"
+python -c "
+from transformers import AutoTokenizer
+same = AutoTokenizer.from_pretrained('$G/sft-base/final').chat_template == open('$MODEL_DIR/chat_template.jinja').read()
+print('the base model\'s checkpoint carries the template it was trained with:', same)
+assert same"
+
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
 #    the full training state is saved at the last step (resume with --resume).
