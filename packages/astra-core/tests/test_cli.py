@@ -171,3 +171,19 @@ def test_an_unreadable_input_is_one_line_or_with_skip_bad_a_reject(tmp_path, dam
     assert written[before:] == ["t0", "t1", "t2"] and all(i.startswith("cut-") for i in written[:before])
     assert reject["source"] == f"{packed}:{lineno}" and error == f"Error: {reject['reason'].removeprefix('malformed: ')}"
     assert f"read {before + 3 + 1} · wrote {before + 3} from {before + 3} · rejected 1" in skipped.stderr
+
+
+@pytest.mark.parametrize("flag, where", [("-o", "a directory"), ("-o", "in no directory"),
+                                         ("--rejects", "in no directory")])
+def test_an_output_that_cannot_be_opened_is_one_line_naming_it(tmp_path, flag, where):
+    """-o naming a directory printed an IsADirectoryError traceback; a file in a directory that does not exist, a
+    bare '[Errno 2]'. Now one line naming the option and the file, before any record is read."""
+    import subprocess
+
+    records = trajectories(tmp_path / "in.jsonl", 2)
+    target = tmp_path if where == "a directory" else tmp_path / "missing" / "out.jsonl"
+    done = subprocess.run([stage_command(), "validate", "trajectory", str(records), flag, str(target)],
+                          capture_output=True, text=True)
+    reason = "Is a directory" if where == "a directory" else "No such file or directory"
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [f"Error: cannot write {flag} {target}: {reason}"]

@@ -70,7 +70,10 @@ def _lock(flag: str, path: str) -> IO[bytes] | None:
         import fcntl
     except ImportError:  # not on this platform (Windows)
         return None
-    handle = open(path, "ab")  # noqa: SIM115 - held open while the stage runs, closed by release()
+    try:
+        handle = open(path, "ab")  # noqa: SIM115 - held open while the stage runs, closed by release()
+    except OSError as exc:  # a directory, no such directory, no permission, a read-only file system
+        raise ClaimRefused(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
     try:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             handle.close()

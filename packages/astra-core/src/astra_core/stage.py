@@ -366,12 +366,16 @@ class Stage:
                 raise StageError("--resume cannot append to a parquet file: write JSONL and convert at the end")
             self._parquet = _parquet_writer()
             self._out = tempfile.TemporaryFile()  # noqa: SIM115 - spooled JSONL, converted on exit
+        elif opts.output != "-":
+            with _writing(opts.output):
+                self._out = _open_output(opts.output, mode)
         else:
-            self._out = sys.stdout.buffer if opts.output == "-" else _open_output(opts.output, mode)
+            self._out = sys.stdout.buffer
         if opts.rejects:
             if opts.resume:
                 _truncate_partial_last_line(opts.rejects)
-            self._rejects = _open_output(opts.rejects, mode)
+            with _writing(opts.rejects):
+                self._rejects = _open_output(opts.rejects, mode)
         from astra_core.progress import Progress, count_lines
 
         total = self._total if self._total is not None else (lambda: count_lines(opts.inputs))
