@@ -333,3 +333,16 @@ def test_a_base_model_trains_with_the_chat_template_it_is_given(tiny_llama, tiny
     missing = CliRunner().invoke(main, [*common, "--chat-template-path", str(tmp_path / "none.jinja")])
     assert missing.exit_code == 1
     assert f"config field chat_template_path: no such file or directory: {tmp_path / 'none.jinja'}" in missing.output
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+def test_an_output_dir_that_cannot_be_made_is_one_line_before_any_model_loads(tmp_path, command):
+    """--output-dir naming a file printed a FileExistsError traceback (after the model had loaded)."""
+    data = write(tmp_path / "s.jsonl", [rl_sample("rl-0")])
+    a_file = write(tmp_path / "taken", [{}])
+    result = CliRunner().invoke(main, [command, str(data), "--output-dir", str(a_file), "--report-to", ""])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip() == f"Error: config field output_dir: {a_file} is a file, not a directory"
+    result = CliRunner().invoke(main, [command, str(data), "--output-dir", str(a_file / "run"), "--report-to", ""])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: cannot create the output directory {a_file / 'run'}: Not a directory"

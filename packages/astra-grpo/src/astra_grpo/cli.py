@@ -70,6 +70,11 @@ def _writes_of(config):
     a rerun starts from."""
     from astra_grpo.checkpoint import CheckpointError, resume_hint
 
+    try:  # before any model loads: a directory that cannot be made says so at once
+        Path(config.output_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"cannot create the output directory {config.output_dir}: "
+                                   f"{exc.strerror or exc}") from None
     try:
         yield
     except CheckpointError as exc:

@@ -90,6 +90,8 @@ class TrainConfig:
                "must be in [0, 1)")
         _check(self.context_parallel_size == 1 or (self.attn_implementation or "sdpa") in CP_ATTENTION,
                "attn_implementation", f"context parallelism runs {' | '.join(CP_ATTENTION)} attention")
+        _check(not os.path.exists(self.output_dir) or os.path.isdir(self.output_dir), "output_dir",
+               f"{self.output_dir} is a file, not a directory")
         _check(self.chat_template_path is None or os.path.exists(self.chat_template_path), "chat_template_path",
                f"no such file or directory: {self.chat_template_path}")
 
