@@ -306,15 +306,14 @@ class LLMClient:
         for attempt in range(cfg.max_retries + 1):
             wait = None
             unreachable = False  # no connection at all (a timeout is an answer too slow, not none)
+            no_descriptor = False  # this process's open-file limit, not the endpoint
             try:
                 async with http.request(method, self._base + path, json=body) as response:
                     status, text, headers = response.status, await response.text(), response.headers
             except (TimeoutError, aiohttp.ClientError) as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 unreachable = isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, TimeoutError)
-                if out_of_descriptors(exc):  # ours, not the endpoint's
-                    failure = (f"this process has no file descriptor left for a connection (ulimit -n: "
-                               f"{limits()[0]}; lower the concurrency or raise the limit): {failure}")
+                no_descriptor = out_of_descriptors(exc)
             else:
                 if status < 400:
                     try:
@@ -332,8 +331,10 @@ class LLMClient:
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
                 wait = _retry_after(headers)
             if attempt == cfg.max_retries:
-                if unreachable and failure.startswith("this process"):
-                    raise LLMUnavailable(f"{self._base}{path}: {failure} (after {cfg.max_retries} retries)")
+                if no_descriptor:
+                    raise LLMUnavailable(f"{self._base}{path}: this process has no file descriptor left for a "
+                                         f"connection (ulimit -n: {limits()[0]}; lower the concurrency or raise the "
+                                         f"limit): {failure} (after {cfg.max_retries} retries)")
                 if unreachable:
                     raise LLMUnavailable(f"{self._base}{path}: the endpoint does not answer ({failure}) after "
                                          f"{cfg.max_retries} retries")
