@@ -236,11 +236,15 @@ def test_serve_reads_the_records_of_a_compressed_file_on_demand(tmp_path, exampl
 
     packed = tmp_path / "examples.jsonl.bz2"
     packed.write_bytes(bz2.compress(examples.read_bytes()))
-    index = Index([str(packed)])
+    assert_holds_the_examples(Index([str(packed)]), str(packed))
+
+
+def assert_holds_the_examples(index: Index, name: str) -> None:
+    """`index` (closed after) has every example record, each read on demand, named by `name` and its line."""
     try:
         assert [s["kind"] for s in index.summaries] == list(KINDS)
         assert index.entry(len(KINDS) - 1)["record"] == example(KINDS[-1])
-        assert index.entry(2)["file"] == str(packed) and index.entry(2)["line"] == 3
+        assert index.entry(2)["file"] == name and index.entry(2)["line"] == 3
     finally:
         index.close()
 
@@ -258,13 +262,7 @@ def test_serve_reads_a_pipe_named_as_a_file(tmp_path, examples):
     reader.start()
     reader.join(timeout=30)
     assert "index" in built, "reading the pipe did not finish"
-    index = built["index"]
-    try:
-        assert [s["kind"] for s in index.summaries] == list(KINDS)
-        assert index.entry(len(KINDS) - 1)["record"] == example(KINDS[-1])
-        assert index.entry(2)["file"] == str(pipe) and index.entry(2)["line"] == 3
-    finally:
-        index.close()
+    assert_holds_the_examples(built["index"], str(pipe))
 
 
 # -- --serve ----------------------------------------------------------------------------------------------------
