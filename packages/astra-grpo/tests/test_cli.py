@@ -345,4 +345,5 @@ def test_an_output_dir_that_cannot_be_made_is_one_line_before_any_model_loads(tm
     assert result.output.strip() == f"Error: config field output_dir: {a_file} is a file, not a directory"
     result = CliRunner().invoke(main, [command, str(data), "--output-dir", str(a_file / "run"), "--report-to", ""])
     assert result.exit_code == 1
-    assert result.output.strip() == f"Error: cannot create the output directory {a_file / 'run'}: Not a directory"
+    assert result.output.strip() == f"Error: cannot create the output directory {a_file / 'run'}: {a_file} is not a " \
+                                    "directory"

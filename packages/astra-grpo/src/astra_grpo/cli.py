@@ -70,21 +70,34 @@ def _writes_of(config):
     a rerun starts from."""
     from astra_grpo.checkpoint import CheckpointError, resume_hint
 
-    try:  # before any model loads: a directory that cannot be made says so at once
-        Path(config.output_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.ClickException(f"cannot create the output directory {config.output_dir}: "
-                                   f"{exc.strerror or exc}") from None
+    output = Path(config.output_dir)
+    refused = _not_writable(output)  # said before any model loads, and nothing made
+    if refused:
+        raise click.ClickException(f"cannot create the output directory {output}: {refused}")
     try:
         yield
     except CheckpointError as exc:
-        raise click.ClickException(f"{exc}; {resume_hint(Path(config.output_dir))}") from exc
+        raise click.ClickException(f"{exc}; {resume_hint(output)}") from exc
     except OSError as exc:
+        if exc.filename is not None and Path(exc.filename) == output:  # its making failed after all
+            raise click.ClickException(f"cannot create the output directory {output}: {exc.strerror}") from None
         if exc.errno not in NO_ROOM:
             raise
         where = f" ({exc.filename})" if exc.filename else ""
         raise click.ClickException(f"could not write the run's outputs{where}: {exc.strerror}; "
-                                   f"{resume_hint(Path(config.output_dir))}") from exc
+                                   f"{resume_hint(output)}") from exc
+
+
+def _not_writable(directory: Path) -> str | None:
+    """Why `directory` cannot be made and written into, judged by its nearest existing ancestor (None: it can)."""
+    nearest = directory
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        return f"{nearest} is not a directory"
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        return f"no permission to write in {nearest}"
+    return None
 
 
 def _quiet_transformers() -> None:
