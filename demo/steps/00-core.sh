@@ -51,3 +51,4 @@ echo "  $(tail -n 1 "$T/cut.txt")"
 astra-core validate trajectory "$T/cut.jsonl.gz" -o "$T/cut.checked.jsonl" --skip-bad --rejects "$T/cut.rejects.jsonl" \
   2> /dev/null || [ $? = 1 ]  # (validate exits 1 when it rejects anything)
 echo "  with --skip-bad: $(wc -l < "$T/cut.checked.jsonl") records validated, $(wc -l < "$T/cut.rejects.jsonl") reject for the rest"
+rm "$T/whole.jsonl.gz" "$T/cut.jsonl.gz"  # (not a demo output: the report of step 95 shows every file here)
