@@ -65,6 +65,12 @@ def test_an_unparseable_plan_reply_is_noted_and_no_plan_at_all_fails(recorded_ll
         run(with_client(recorded_llm(replies=["no"]), lambda llm: generate_plans(llm, domain, 1)))
 
 
+def test_a_plan_that_fails_after_the_last_good_one_is_noted_too(recorded_llm, domain):
+    server = recorded_llm(replies=[json.dumps(PLAN)] + ["not json"] * 2)
+    [plan] = run(with_client(server, lambda llm: generate_plans(llm, domain, 2)))
+    assert plan["meta"]["plans"]["index"] == 0 and plan["meta"]["plans"]["failed"][0].startswith("plan 1:")
+
+
 @pytest.mark.parametrize(("bad", "why"), [
     ({"focus": "<task category>"}, "template text"),
     ({"synthesis_plan": "TODO: describe how to gather information here with tools"}, "template text"),

@@ -61,8 +61,9 @@ def plan_problem(fields: dict) -> str | None:
 
 
 async def generate_plans(llm: LLMClient, domain: Domain, count: int, *, max_tokens: int = 512) -> list[dict]:
-    """`count` iteration-0 plan records for `domain`; a plan whose reply does not parse is noted in
-    the next plans' meta (`meta.plans.failed`) and not retried."""
+    """`count` iteration-0 plan records for `domain`; a plan whose reply does not parse is not retried, and
+    every plan of the domain notes all the failed ones (`meta.plans.failed`), a failure after the last
+    good plan included."""
     plans: list[dict] = []
     failed: list[str] = []
     for index in range(count):
@@ -80,7 +81,7 @@ async def generate_plans(llm: LLMClient, domain: Domain, count: int, *, max_toke
             continue
         plan_id = stable_id(domain.id, index, prefix="plan-")
         record = plan_record(plan_id, domain.id, plan_id, 0, fields, domain.record, [])
-        record["meta"]["plans"] = {"index": index, "failed": list(failed)}
+        record["meta"]["plans"] = {"index": index, "failed": failed}
         plans.append(record)
     if not plans:
         raise AgentFailed(f"no usable plan ({'; '.join(failed)})")
