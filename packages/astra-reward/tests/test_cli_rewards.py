@@ -85,6 +85,16 @@ def test_state_reward_diff_and_ignore_fields(tmp_path):
     assert wrong["differences"] == 3 and len(wrong["diff"]) == 1
 
 
+def test_a_pattern_given_by_ignore_and_by_the_record_is_listed_once():
+    """states.jsonl's records carry ignore_fields ["orders.*.created_at"]; the README's example passes the same
+    pattern with --ignore: reward_components.ignore_fields listed it twice."""
+    _, records = run("state", DATA / "states.jsonl", "--ignore", "orders.*.created_at", "--ignore", "user.balance",
+                     "--ignore", "user.balance")
+    by_id = {r["id"]: r["reward_components"]["ignore_fields"] for r in records}
+    assert by_id["state-cancel-ok"] == ["orders.*.created_at", "user.balance"]
+    assert by_id["state-profile-exact"] == ["orders.*.created_at", "user.balance"]  # no ignore_fields of its own
+
+
 def test_state_takes_the_expected_state_from_the_sample(tmp_path):
     sample = json.loads((DATA / "samples.jsonl").read_text().splitlines()[0])
     sample["reward"] = {"kind": "state", "expected_state": {"done": True, "at": 1}, "ignore_fields": ["at"]}

@@ -46,6 +46,12 @@ def test_ignore_fields_with_globs():
     assert state_reward({"balance": 120.0, "flags": EXPECTED["flags"]}, EXPECTED, ["orders"]).reward == 1.0
 
 
+def test_ignore_fields_of_the_result_name_each_pattern_once():
+    result = state_reward(EXPECTED, EXPECTED, ["flags.notes", "orders.*.created_at", "flags.notes"])
+    assert result.ignore_fields == ["flags.notes", "orders.*.created_at"]
+    assert result.components()["ignore_fields"] == ["flags.notes", "orders.*.created_at"]
+
+
 @pytest.mark.parametrize("final, expected, kind", [
     ("3", 3, "changed"), ([1, 2], {"0": 1}, "changed"), (None, {}, "changed"), (1, 2, "changed"),
 ])

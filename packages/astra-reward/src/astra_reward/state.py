@@ -106,7 +106,9 @@ def state_diff(final_state: Any, expected_state: Any, ignore_fields: Iterable[st
 
 
 def state_reward(final_state: Any, expected_state: Any, ignore_fields: Iterable[str] = ()) -> StateResult:
-    """1.0 when the final state equals the expected one (ignoring `ignore_fields`), else 0.0, with the diff."""
-    patterns = list(ignore_fields)
+    """1.0 when the final state equals the expected one (ignoring `ignore_fields`), else 0.0, with the diff.
+    `ignore_fields` of the result lists each pattern once, in first-given order (a pattern given both by
+    `--ignore` and by the record is one pattern)."""
+    patterns = list(dict.fromkeys(ignore_fields))
     diff = state_diff(final_state, expected_state, patterns)
     return StateResult(reward=0.0 if diff else 1.0, diff=diff, ignore_fields=patterns)
