@@ -35,7 +35,9 @@ def security_tally():
 
 def pytest_terminal_summary(terminalreporter):
     if _SECURITY["tried"]:
-        line = f"astra-sandbox security: {_SECURITY['tried']} hostile snippets tried, {_SECURITY['contained']} contained"
+        users = "one user" if FAST.one_user else "two users"
+        line = (f"astra-sandbox security ({users}): {_SECURITY['tried']} hostile snippets tried, "
+                f"{_SECURITY['contained']} contained")
         if _SECURITY["not contained"]:
             line += f" (NOT contained: {', '.join(_SECURITY['not contained'])})"
         terminalreporter.write_line(line)

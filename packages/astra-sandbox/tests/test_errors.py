@@ -41,10 +41,34 @@ def test_no_namespaces_names_the_fix(tmp_path):
     assert "--no-sandbox-jail" in str(caught.value)
 
 
-def test_not_root_is_refused_with_the_reason(monkeypatch):
+def test_no_user_namespaces_without_root_names_the_sysctl(tmp_path, monkeypatch):
+    binary = fake_nsjail(tmp_path, "[E][2026-11-22T00:00:00+0000] clone(flags=CLONE_NEWUSER) failed: "
+                                   "Operation not permitted", 255)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(SandboxUnavailable, match="must be started as root"):
-        SessionPool(size=1)
+    with pytest.raises(SandboxUnavailable, match="without root.*kernel.unprivileged_userns_clone=1"):
+        run_code({"code": "print(1)"}, config=SandboxConfig(nsjail_path=binary))
+
+
+def test_a_python_the_one_user_cannot_reach_names_the_way_out(tmp_path):
+    binary = fake_nsjail(tmp_path, "[W][2026-11-22T00:00:00+0000][1] mountSinglePoint():222 mount('/root/.pyenv' -> "
+                                   "'/run/user/nsjail.0.root//root/.pyenv'): try 'chmod o+x' on source path: "
+                                   "Permission denied", 255)
+    with pytest.raises(SandboxUnavailable, match="one user cannot reach it.*chmod o\\+x.*--sandbox-users two"):
+        run_code({"code": "print(1)"}, config=SandboxConfig(nsjail_path=binary, users="one"))
+
+
+def test_a_jail_of_two_users_without_root_is_refused_with_the_way_out(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SandboxUnavailable, match="two users must be started as root.*--sandbox-users one"):
+        SessionPool(size=1, config=SandboxConfig(users="two"))
+
+
+def test_without_root_the_jail_has_one_user_unless_told_otherwise(monkeypatch):
+    assert SandboxConfig().one_user == (os.geteuid() != 0)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert SandboxConfig().one_user and SandboxConfig(users="one").one_user and not SandboxConfig(users="two").one_user
+    with pytest.raises(ValueError, match="users must be one of auto, two, one"):
+        SandboxConfig(users="three")
 
 
 def test_cli_prints_the_fix_and_fails(tmp_path):

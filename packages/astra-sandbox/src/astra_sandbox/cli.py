@@ -212,7 +212,8 @@ def selftest(as_json: bool, only: tuple[str, ...], **kwargs) -> None:
             click.echo(json.dumps(outcome.__dict__))
     else:
         click.echo(format_table(outcomes))
-    click.echo(f"selftest: {len(outcomes)} snippets in {time.monotonic() - started:.1f}s", err=True)
+    users = "" if not config.jail else f" in a jail of {'one user' if config.one_user else 'two users'}"
+    click.echo(f"selftest: {len(outcomes)} snippets{users} in {time.monotonic() - started:.1f}s", err=True)
     if not all(outcome.contained for outcome in outcomes):
         sys.exit(1)
 
@@ -221,7 +222,7 @@ def selftest(as_json: bool, only: tuple[str, ...], **kwargs) -> None:
 @sandbox_options
 def check(**kwargs) -> None:
     """Start one jailed worker and report how (or the error that names the fix)."""
-    from astra_sandbox.jail import find_nsjail
+    from astra_sandbox.jail import code_host_uid, find_nsjail
     from astra_sandbox.worker import Worker
 
     config = config_from(kwargs)
@@ -237,5 +238,6 @@ def check(**kwargs) -> None:
     finally:
         worker.stop()
     jail = find_nsjail(config) if config.jail else "none (--no-sandbox-jail)"
-    click.echo(json.dumps({"jail": jail, "python": worker.info.get("python"), "startup_s": round(elapsed, 3),
-                           "program_status": reply.get("run_result", {}).get("status")}))
+    users = {"users": "one" if config.one_user else "two", "code_uid": code_host_uid(config)} if config.jail else {}
+    click.echo(json.dumps({"jail": jail, **users, "python": worker.info.get("python"),
+                           "startup_s": round(elapsed, 3), "program_status": reply.get("run_result", {}).get("status")}))

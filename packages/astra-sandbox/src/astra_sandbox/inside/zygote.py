@@ -12,6 +12,10 @@ forks one fresh process:
               then drops to uid 65534 (no capabilities, rlimits), waits for its job on fd 3, and
               serves an environment's tool calls (`environment`) or runs a program (`program`)
 
+In a jail of one user (`--one-user`, e.g. started without root) there is no uid 65534 to drop to:
+the code keeps the zygote's uid and gives up every capability for good instead (`privileges`). Its
+pid namespace is what keeps it from signalling or tracing the zygote, which it can no longer see.
+
 There is no separate init: the zygote is the code's parent (it reads its status and CPU time with
 wait4), and a process of its own per episode would double the fork and copy-on-write work that
 dominates an episode's cost. As pid 1, the code outlives `kill -9 -1` of its own children and
@@ -39,6 +43,7 @@ import time
 from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment, warm_up
 from .framing import FrameReader, decode, read_frame, write_body, write_frame
 from .prefork import share_heap
+from .privileges import drop_all_capabilities
 from .program import run_program
 
 SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
@@ -137,8 +142,8 @@ class Zygote:
     environment opened again is loaded ahead. The next blank episode (a fork and its isolation,
     about a millisecond of a core) is forked at a later call, so it does not pile up with them."""
 
-    def __init__(self, jailed: bool):
-        self.jailed = jailed
+    def __init__(self, jailed: bool, one_user: bool = False):
+        self.jailed, self.one_user = jailed, jailed and one_user
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         sys.path[:] = [path for path in sys.path if path != package_parent]  # for the code: the standard library only
         self.mounts = Mounts() if jailed else None
@@ -399,24 +404,39 @@ class Zygote:
             set_code_environment(workdir)
         workdir = workdir or "/tmp"
         if self.jailed:  # (unsafe mode runs as the invoking user)
-            uid = limits["uid"]
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)  # from uid 0: all capabilities are dropped
+            self.drop_privileges(limits)
         if with_requirements:  # (the zygote left the standard library only on sys.path)
             sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
-        apply_limits(limits)
+        # with one user, the zygote's own process counts against the code's process limit
+        supervisor = int(self.one_user)
+        apply_limits(limits, supervisor)
         job = read_frame(REQUEST_FD)
         if job is None:  # closed before it was used
             os._exit(0)
         if job["limits"] != limits:
-            apply_limits(job["limits"])  # a request may lower the limits
+            apply_limits(job["limits"], supervisor)  # a request may lower the limits
         if job["mode"] == "run":
             os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
         os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
         os.dup2(0, 2)
         serve_environment(job["code"], job["limits"])
         os._exit(0)
+
+    def drop_privileges(self, limits: dict) -> None:
+        """Become the sandbox user (two users: from uid 0, every capability goes with the switch), or keep the
+        one user and give up every capability for good. Never runs code if that fails."""
+        try:
+            if self.one_user:
+                drop_all_capabilities()
+            else:
+                uid = limits["uid"]
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                write_frame(REPLY_FD, failure("sandbox_error", f"episode setup failed: {exc}"))
+            os._exit(71)
 
     def finish(self, episode: Episode, settle_s: float = 0.0) -> str:
         """Make sure the episode's whole process tree is gone; describe how its code ended.
@@ -593,12 +613,14 @@ def _loaded(reply: dict | bytes) -> bool:
     return isinstance(reply, bytes) and decode(reply).get("ok") is True
 
 
-def apply_limits(limits: dict) -> None:
-    """Set the code process's rlimits; never above the current hard limits (a job may only lower them)."""
+def apply_limits(limits: dict, other_processes: int = 0) -> None:
+    """Set the code process's rlimits; never above the current hard limits (a job may only lower them).
+    `other_processes`: processes of the code's user that are not the code's (RLIMIT_NPROC counts them)."""
     mb = 1 << 20
+    processes = limits["max_processes"] + other_processes
     for name, soft, hard in (
         ("RLIMIT_CORE", 0, 0),
-        ("RLIMIT_NPROC", limits["max_processes"], limits["max_processes"]),
+        ("RLIMIT_NPROC", processes, processes),
         ("RLIMIT_NOFILE", limits["max_open_files"], limits["max_open_files"]),
         ("RLIMIT_FSIZE", limits["max_file_size_mb"] * mb, limits["max_file_size_mb"] * mb),
         # pid 1 of its namespace ignores SIGXCPU (the soft limit's signal): the hard limit's SIGKILL is the limit
@@ -674,6 +696,6 @@ def _decode(data: bytearray, dropped: int) -> str:
 
 def main(argv: list[str]) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    Zygote(jailed="--unsafe" not in argv).serve()
+    Zygote(jailed="--unsafe" not in argv, one_user="--one-user" in argv).serve()
 
 

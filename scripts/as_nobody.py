@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Run a command as nobody (uid 65534), the way a user without root runs it: how the sandbox is shown and
+tested without root on a machine where only root is at hand.
+
+    sudo .venv/bin/python scripts/as_nobody.py COMMAND [ARG ...]
+
+One change besides the user, for reachability only: the command runs in a private mount namespace in which
+every directory on the way to this Python that only its owner may search (e.g. /root, 0700, holding pyenv)
+is covered by an empty one anyone may search, with the one entry on the way bound back. A user's own
+Python is reachable to that user in the same way. HOME is a fresh directory of nobody's.
+Also used by astra-sandbox's test_rootless.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+NOBODY = 65534
+
+
+def unsearchable_steps(path: str) -> list[tuple[str, str]]:
+    """(directory, its entry on the way to `path`) for each directory on the way others may not search."""
+    steps, parts = [], Path(path).parts
+    for depth in range(1, len(parts) - 1):
+        directory = os.path.join(*parts[:depth])
+        if not os.stat(directory).st_mode & 0o001:
+            steps.append((directory, parts[depth]))
+    return steps
+
+
+def shell_script(steps: list[tuple[str, str]]) -> str:
+    lines = ["set -e"]
+    for directory, entry in steps:
+        lines += [f'stash=$(mktemp -d); mount --bind "{directory}" "$stash"',
+                  f'mount -t tmpfs -o mode=755,size=1m tmpfs "{directory}"',
+                  f'mkdir "{directory}/{entry}"; mount --bind "$stash/{entry}" "{directory}/{entry}"']
+    return "\n".join([*lines, f'exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "$@"'])
+
+
+def main(command: list[str]) -> None:
+    if not command:
+        sys.exit(__doc__)
+    if os.geteuid() != 0:
+        sys.exit("as_nobody.py needs root (it makes a mount namespace and switches user); "
+                 "without root, run the command as yourself")
+    python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    script = shell_script(unsearchable_steps(python))
+    with tempfile.TemporaryDirectory(prefix="astra-nobody-") as home:
+        os.chown(home, NOBODY, NOBODY)
+        env = {**os.environ, "HOME": home, "PYTHONDONTWRITEBYTECODE": "1"}
+        unshare = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command]
+        sys.exit(subprocess.run(unshare, env=env).returncode)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
