@@ -13,6 +13,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,8 @@ EVOLVE_TRAJECTORIES = ("evolve/trajectories.jsonl", "evolve/more_trajectories.js
 
 STEPS = (
     Step("00-core", ("examples/*.jsonl",), "record kinds", ("examples/*.jsonl",), "validated"),
-    Step("10-sandbox", ("sandbox/requests.jsonl",), "run_code requests", ("sandbox/results.jsonl",), "results"),
+    Step("10-sandbox", ("sandbox/requests.jsonl",), "run_code requests", ("sandbox/results.jsonl",), "results",
+         detail="sandbox_results"),
     Step("20-reward", ("reward/rollouts.f1.jsonl", "reward/states.match.jsonl", "reward/states.mismatch.jsonl"),
          "rollouts and states", ("reward/rollouts.kept.jsonl", "reward/states.match.jsonl"), "kept",
          ("reward/rollouts.low.jsonl", "reward/states.mismatch.jsonl")),
@@ -111,6 +113,19 @@ def duration(seconds: int) -> str:
 def verdicts(out: Path, globs: tuple[str, ...], accepted: str) -> tuple[int, int]:
     rows = [r for path in files(out, globs) for r in records(path)]
     return len(rows), sum((r.get("verification") or {}).get("verdict") == accepted for r in rows)
+
+
+def sandbox_results(out: Path) -> str:
+    """The results, and how many hostile snippets each selftest (as root, and without root) contained."""
+    made = f"{count(files(out, ('sandbox/results.jsonl',)))} results"
+    for name in ("selftest", "selftest_one_user"):
+        table_text, log = (out / "sandbox" / f"{name}.txt", out / "sandbox" / f"{name}.log")
+        found = re.search(r"(\d+)/(\d+) hostile snippets tried, (\d+) contained",
+                          table_text.read_text() if table_text.is_file() else "")
+        jail = re.search(r"in a jail of ([a-z ]+?) in", log.read_text() if log.is_file() else "")
+        if found:
+            made += f"; {found[3]}/{found[2]} hostile contained ({jail[1] if jail else 'no jail'})"
+    return made
 
 
 def evolve_verdicts(out: Path) -> str:

@@ -63,3 +63,15 @@ def test_an_empty_run_says_what_did_not_run(tmp_path):
     text = summarize(tmp_path)
     assert all(row(text, step)[1] == "skipped (no outputs)" for step in ("00-core", "50-grpo", "70-evolve"))
     assert "tool calls after SFT:    not run" in text and "benchmark scores:        not run" in text
+
+
+def test_the_sandbox_row_shows_what_each_selftest_contained(tmp_path):
+    out = tmp_path / "demo"
+    write(out / "sandbox/requests.jsonl", [{"id": "a"}, {"id": "b"}])
+    write(out / "sandbox/results.jsonl", [{"id": "a"}, {"id": "b"}])
+    (out / "sandbox/selftest.txt").write_text("snippet  contained\n...\n\n16/16 hostile snippets tried, 16 contained\n")
+    (out / "sandbox/selftest.log").write_text("selftest: 16 snippets in a jail of two users in 3.0s\n")
+    (out / "sandbox/selftest_one_user.txt").write_text("...\n\n16/16 hostile snippets tried, 15 contained\n")
+    (out / "sandbox/selftest_one_user.log").write_text("selftest: 16 snippets in a jail of one user in 2.9s\n")
+    assert row(summarize(out), "10-sandbox")[2] == ("2 results; 16/16 hostile contained (two users); "
+                                                    "15/16 hostile contained (one user)")
