@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import collections
 import json
+import re
+import time
+import urllib.request
 
 import pytest
 from eval_helpers import cli, helper, records
@@ -111,3 +114,27 @@ def test_embedded_model_plays_a_bfcl_turn(tmp_path, llm_env):
     assert result["error"] is None
     assert [m["role"] for m in result["messages"][:2]] == ["user", "assistant"]
     assert result["success"] is False  # one of two turns played: BFCL scores it force-terminated
+
+
+def test_with_no_endpoint_the_embedded_model_starts_before_the_hand_over(tmp_path, monkeypatch):
+    # .venv-bfcl has no local model: the main environment starts it, and it stops when the run ends
+    monkeypatch.delenv("ASTRA_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("ASTRA_LLM_MODEL", raising=False)
+    out = tmp_path / "embedded.jsonl"
+    done = cli("run", "bfcl", "--category", "base", "--ids", "multi_turn_base_100", "--max-turns", "1",
+               "--max-tokens", "8", "-o", str(out))
+    (result,) = records(out)
+    assert result["error"] is None and [m["role"] for m in result["messages"][:2]] == ["user", "assistant"]
+    [base_url] = re.findall(r"started the embedded model at (\S+)", done.stderr)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and serving(base_url):
+        time.sleep(0.5)
+    assert not serving(base_url), "the embedded model outlived the run"
+
+
+def serving(base_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2):
+            return True
+    except OSError:
+        return False

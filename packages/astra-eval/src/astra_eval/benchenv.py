@@ -13,9 +13,13 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from astra_core.benchenv import env_dir, workspace_root  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    from astra_core.llm import LLMConfig
 
 MODULES = {"bfcl": "bfcl_eval", "tau2": "tau2"}
 
@@ -24,8 +28,12 @@ def installed(bench: str) -> bool:
     return importlib.util.find_spec(MODULES[bench]) is not None
 
 
-def hand_over(bench: str) -> None:
-    """Return if the benchmark's package is importable here; else re-run this command in its environment."""
+def hand_over(bench: str, llm: LLMConfig) -> None:
+    """Return if the benchmark's package is importable here; else re-run this command in its environment.
+
+    That environment has no local model: with no endpoint configured (`llm.base_url`), the embedded model
+    starts here and the command runs against it. It serves as long as this process, whose image the
+    command's becomes (it stops with its parent)."""
     if installed(bench):
         return
     env = env_dir(bench)
@@ -35,6 +43,20 @@ def hand_over(bench: str) -> None:
             f"`scripts/setup` (workspace) or `pip install 'astra-eval[{bench}]'` in a virtualenv of its own, and "
             f"point ASTRA_EVAL_{bench.upper()}_ENV at it.")
     python = str(env / "bin" / "python")
+    environ = dict(os.environ)
+    if not llm.base_url:
+        environ["ASTRA_LLM_BASE_URL"] = _embedded_model(llm)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(python, [python, "-m", "astra_eval.cli", *sys.argv[1:]])
+    os.execve(python, [python, "-m", "astra_eval.cli", *sys.argv[1:]], environ)
+
+
+def _embedded_model(llm: LLMConfig) -> str:
+    from astra_core.embedded import EmbeddedServerError, embedded_base_url
+    from astra_core.open_files import TooFewOpenFiles, make_room
+
+    try:
+        make_room(llm.concurrency)  # (before the model starts: it inherits the room for the connections it serves)
+        return embedded_base_url()
+    except (EmbeddedServerError, TooFewOpenFiles) as exc:
+        raise click.ClickException(str(exc)) from None

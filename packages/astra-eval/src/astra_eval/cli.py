@@ -45,10 +45,10 @@ def run_command(name: str, config: type, play: Callable, *, own_environment: boo
     `play(run, config)` runs it (in the benchmark's own environment if `own_environment`)."""
 
     def command(config_file: str | None, **kwargs) -> None:
-        if own_environment:
-            benchenv.hand_over(name)
         inputs_given = bool(kwargs.get("inputs"))
         options, llm = stage_options_from(kwargs), llm_config_from(kwargs)
+        if own_environment:
+            benchenv.hand_over(name, llm)
         try:
             settings = load_config(config, config_file, pop_values(config, kwargs))
             play(runs.Run(f"astra-eval run {name}", options, inputs_given, llm), settings)
