@@ -132,6 +132,12 @@ def test_with_no_endpoint_the_embedded_model_starts_before_the_hand_over(tmp_pat
     assert not serving(base_url), "the embedded model outlived the run"
 
 
+def test_an_oracle_replay_with_no_endpoint_starts_no_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("ASTRA_LLM_BASE_URL", raising=False)
+    done = cli("run", "bfcl", "--oracle", "--category", "base", "--limit", "1", "-o", str(tmp_path / "o.jsonl"))
+    assert "embedded model" not in done.stderr and records(tmp_path / "o.jsonl")[0]["success"] is True
+
+
 def serving(base_url: str) -> bool:
     try:
         with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2):

@@ -28,12 +28,12 @@ def installed(bench: str) -> bool:
     return importlib.util.find_spec(MODULES[bench]) is not None
 
 
-def hand_over(bench: str, llm: LLMConfig) -> None:
+def hand_over(bench: str, llm: LLMConfig | None) -> None:
     """Return if the benchmark's package is importable here; else re-run this command in its environment.
 
-    That environment has no local model: with no endpoint configured (`llm.base_url`), the embedded model
-    starts here and the command runs against it. It serves as long as this process, whose image the
-    command's becomes (it stops with its parent)."""
+    That environment has no local model: if the command queries one (`llm`) and no endpoint is configured,
+    the embedded model starts here and the command runs against it. It serves as long as this process,
+    whose image the command's becomes (it stops with its parent)."""
     if installed(bench):
         return
     env = env_dir(bench)
@@ -44,7 +44,7 @@ def hand_over(bench: str, llm: LLMConfig) -> None:
             f"point ASTRA_EVAL_{bench.upper()}_ENV at it.")
     python = str(env / "bin" / "python")
     environ = dict(os.environ)
-    if not llm.base_url:
+    if llm is not None and not llm.base_url:
         environ["ASTRA_LLM_BASE_URL"] = _embedded_model(llm)
     sys.stdout.flush()
     sys.stderr.flush()

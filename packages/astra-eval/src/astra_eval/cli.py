@@ -47,10 +47,10 @@ def run_command(name: str, config: type, play: Callable, *, own_environment: boo
     def command(config_file: str | None, **kwargs) -> None:
         inputs_given = bool(kwargs.get("inputs"))
         options, llm = stage_options_from(kwargs), llm_config_from(kwargs)
-        if own_environment:
-            benchenv.hand_over(name, llm)
         try:
             settings = load_config(config, config_file, pop_values(config, kwargs))
+            if own_environment:  # (an oracle replay queries no model)
+                benchenv.hand_over(name, None if getattr(settings, "oracle", False) else llm)
             play(runs.Run(f"astra-eval run {name}", options, inputs_given, llm), settings)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from None
