@@ -60,9 +60,10 @@ def per_call_nsjail_config(config: SandboxConfig) -> str:
 
     jail = nsjail_config(config, site_dirs=())
     python, _ = jail_python()
-    # runs as the first mapping's user (uid 65534); root is mapped only so the jail can be assembled
-    ids = [IdMap(inside_id=str(config.uid), outside_id=str(config.uid)), IdMap(inside_id="0", outside_id="0")]
-    jail.uidmap, jail.gidmap = ids, list(ids)
+    if not config.one_user:  # (with one user, as without root, the jail's one mapping is kept)
+        # runs as the first mapping's user (uid 65534); root is mapped only so the jail can be assembled
+        ids = [IdMap(inside_id=str(config.uid), outside_id=str(config.uid)), IdMap(inside_id="0", outside_id="0")]
+        jail.uidmap, jail.gidmap = ids, list(ids)
     jail.cap = []
     jail.rlimit_as = config.memory_mb
     jail.rlimit_nproc = config.max_processes
