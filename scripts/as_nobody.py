@@ -5,9 +5,10 @@ tested without root on a machine where only root is at hand.
     sudo .venv/bin/python scripts/as_nobody.py COMMAND [ARG ...]
 
 One change besides the user, for reachability only: the command runs in a private mount namespace in which
-every directory on the way to this Python that only its owner may search (e.g. /root, 0700, holding pyenv)
-is covered by an empty one anyone may search, with the one entry on the way bound back. A user's own
-Python is reachable to that user in the same way. HOME is a fresh directory of nobody's.
+every directory on the way to this Python, its virtualenv and the working directory that only its owner may
+search (e.g. /root, 0700, holding pyenv) is covered by an empty one anyone may search, with the entries on
+those ways bound back. A user's own Python and checkout are reachable to that user in the same way. HOME is
+a fresh directory of nobody's.
 Also used by astra-sandbox's test_rootless.py.
 """
 
@@ -22,22 +23,26 @@ from pathlib import Path
 NOBODY = 65534
 
 
-def unsearchable_steps(path: str) -> list[tuple[str, str]]:
-    """(directory, its entry on the way to `path`) for each directory on the way others may not search."""
-    steps, parts = [], Path(path).parts
-    for depth in range(1, len(parts) - 1):
-        directory = os.path.join(*parts[:depth])
-        if not os.stat(directory).st_mode & 0o001:
-            steps.append((directory, parts[depth]))
-    return steps
+def unsearchable_steps(paths: list[str]) -> dict[str, list[str]]:
+    """Each directory on the way to one of `paths` that others may not search -> its entries on those ways,
+    outer directories first."""
+    steps: dict[str, list[str]] = {}
+    for path in paths:
+        parts = Path(path).parts
+        for depth in range(1, len(parts) - 1):
+            directory = os.path.join(*parts[:depth])
+            if not os.stat(directory).st_mode & 0o001 and parts[depth] not in steps.get(directory, []):
+                steps.setdefault(directory, []).append(parts[depth])
+    return dict(sorted(steps.items(), key=lambda step: len(Path(step[0]).parts)))
 
 
-def shell_script(steps: list[tuple[str, str]]) -> str:
+def shell_script(steps: dict[str, list[str]]) -> str:
     lines = ["set -e"]
-    for directory, entry in steps:
+    for directory, entries in steps.items():
         lines += [f'stash=$(mktemp -d); mount --bind "{directory}" "$stash"',
-                  f'mount -t tmpfs -o mode=755,size=1m tmpfs "{directory}"',
-                  f'mkdir "{directory}/{entry}"; mount --bind "$stash/{entry}" "{directory}/{entry}"']
+                  f'mount -t tmpfs -o mode=755,size=1m tmpfs "{directory}"']
+        lines += [f'mkdir "{directory}/{entry}"; mount --bind "$stash/{entry}" "{directory}/{entry}"'
+                  for entry in entries]
     return "\n".join([*lines, f'exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "$@"'])
 
 
@@ -48,7 +53,7 @@ def main(command: list[str]) -> None:
         sys.exit("as_nobody.py needs root (it makes a mount namespace and switches user); "
                  "without root, run the command as yourself")
     python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    script = shell_script(unsearchable_steps(python))
+    script = shell_script(unsearchable_steps([python, os.path.realpath(sys.prefix), os.getcwd()]))
     with tempfile.TemporaryDirectory(prefix="astra-nobody-") as home:
         os.chown(home, NOBODY, NOBODY)
         env = {**os.environ, "HOME": home, "PYTHONDONTWRITEBYTECODE": "1"}
