@@ -124,6 +124,11 @@ def code_host_uid(config: SandboxConfig) -> int:
     return os.getuid() if config.one_user and os.geteuid() != 0 else config.uid
 
 
+def code_jail_uid(config: SandboxConfig) -> int:
+    """The user the sandboxed code runs as inside the jail (with one user, the jail's uid 0, without a capability)."""
+    return 0 if config.one_user else config.uid
+
+
 def _id_maps(config: SandboxConfig) -> tuple[list, list]:
     """uid and gid maps: with two users, root and `uid` as themselves; with one, the jail's root is the user
     who starts it, or `uid` if that is root (RLIMIT_NPROC does not bind root), and nothing else is mapped."""

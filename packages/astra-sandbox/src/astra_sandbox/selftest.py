@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from astra_sandbox.jail import code_host_uid
+from astra_sandbox.jail import code_host_uid, code_jail_uid
 from astra_sandbox.pool import SessionPool
 
 SECRET_ENV = "ASTRA_SELFTEST_SECRET"
@@ -495,7 +495,7 @@ class Outcome:
 def run_case(case: Hostile, pool: SessionPool, probe: Probe) -> Outcome:
     """Run one hostile program on `pool` (one worker) and judge it with evidence from both sides."""
     uid = code_host_uid(pool.config)
-    probe.code_uid = 0 if pool.config.one_user else pool.config.uid
+    probe.code_uid = code_jail_uid(pool.config)
     before = settled_snapshot(pool, uid)
     result = pool.run_code({"code": probe.fill(case.code), "language": "python"})
     contained, evidence = case.check(result, probe)
