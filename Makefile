@@ -11,7 +11,7 @@ test-slow:
 	scripts/test --slow
 
 setup:
-	scripts/setup
+	scripts/setup --tests
 
 lock:
 	python3 -m uv lock

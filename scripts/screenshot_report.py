@@ -20,7 +20,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 def launch(playwright):
     """Debian's chromium, headless (playwright cannot download its own browser here)."""
     if not Path(CHROMIUM).exists():
-        raise SystemExit(f"{CHROMIUM} is missing: run scripts/setup (it installs Debian's chromium)")
+        raise SystemExit(f"{CHROMIUM} is missing: run make setup (it installs Debian's chromium)")
     return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
 
 

@@ -24,7 +24,7 @@ _spec.loader.exec_module(shots)
 @pytest.fixture(scope="module")
 def browser():
     if not Path(shots.CHROMIUM).exists():
-        pytest.fail(f"{shots.CHROMIUM} is missing: run scripts/setup (it installs Debian's chromium)")
+        pytest.fail(f"{shots.CHROMIUM} is missing: run make setup (it installs Debian's chromium)")
     with sync_playwright() as playwright:
         browser = shots.launch(playwright)
         yield browser
