@@ -29,7 +29,7 @@ def unsearchable_steps(paths: list[str]) -> dict[str, list[str]]:
     steps: dict[str, list[str]] = {}
     for path in paths:
         parts = Path(path).parts
-        for depth in range(1, len(parts) - 1):
+        for depth in range(1, len(parts)):  # every directory above the path's last part, its parent included
             directory = os.path.join(*parts[:depth])
             if not os.stat(directory).st_mode & 0o001 and parts[depth] not in steps.get(directory, []):
                 steps.setdefault(directory, []).append(parts[depth])
