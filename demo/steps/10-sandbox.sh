@@ -44,7 +44,8 @@ tail -1 "$OUT/sandbox/selftest.log"
 
 # 4. Without root (a cluster): the jail maps that one user, and the code keeps it with every capability
 #    dropped for good, in a pid namespace of its own. The same selftest as nobody (as root, the demo runs it
-#    through scripts/as_nobody.py: nobody, in a mount namespace that only makes this Python reachable).
+#    through scripts/as_nobody.py: nobody, in a mount namespace that makes this Python, its virtualenv and
+#    the working directory reachable).
 if [ "$(id -u)" = 0 ]; then
   python scripts/as_nobody.py astra-sandbox check
   python scripts/as_nobody.py astra-sandbox selftest 2> "$OUT/sandbox/selftest_one_user.log" \

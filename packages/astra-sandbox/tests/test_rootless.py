@@ -2,7 +2,8 @@
 by an unprivileged user (nobody), whose jail then has one user (`SandboxConfig.users`).
 
 Run as root (CI), through the repository's scripts/as_nobody.py: nobody, in a private mount namespace that
-only makes the Python reachable (see there). Without root, the whole suite already runs like this."""
+makes the Python, its virtualenv and the working directory reachable (see there). Without root, the whole
+suite already runs like this."""
 
 import os
 import subprocess
