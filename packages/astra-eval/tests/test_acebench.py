@@ -161,8 +161,9 @@ def test_multi_turn_run_against_an_endpoint_with_user_simulator(tmp_path, record
     agent = recorded_llm(replies=[agent_reply], model_name="agent")
     user = recorded_llm(replies=["Please send a message to Frank."], model_name="user")
     out = tmp_path / "ace.jsonl"
-    cli("run", "acebench", "--split", "multi_turn", "--ids", "agent_multi_turn_0", "--trials", "2",
-        "--base-url", agent.base_url, "--user-base-url", user.base_url, "-o", str(out))
+    done = cli("run", "acebench", "--split", "multi_turn", "--ids", "agent_multi_turn_0", "--trials", "2",
+               "--base-url", agent.base_url, "--user-base-url", user.base_url, "-o", str(out))
+    assert "Unclosed" not in done.stderr, done.stderr[-2000:]  # both clients (agent's, user's) closed at the end
     results = records(out)
     assert [r["trial"] for r in results] == [0, 1]
     first = results[0]

@@ -119,3 +119,35 @@ def test_an_endpoint_that_does_not_answer_stops_the_run_unscored_and_resume_runs
     options = StageOptions(inputs=(str(inputs),), output=str(out), rejects=str(tmp_path / "rejects.jsonl"), resume=True)
     run_items("astra-eval run test", options, run_item, concurrency=2, item_timeout=2.0, model="m", seed=None)
     assert sorted(r["item_id"] for r in records(out)) == list("abcde")
+
+
+def test_a_run_opens_one_client_per_endpoint_and_closes_them_all(monkeypatch):
+    import asyncio
+
+    from astra_core.llm.client import LLMClient, LLMConfig
+    from astra_eval.runs import WithClient
+
+    closed = []
+    monkeypatch.setattr(LLMClient, "aclose", lambda self: asyncio.sleep(0, closed.append(self)))
+    agent = LLMConfig(base_url="http://127.0.0.1:9/v1", model="agent")
+    same_endpoint = LLMConfig(base_url="http://127.0.0.1:9/v1", model="agent", max_tokens=8)
+    user = LLMConfig(base_url="http://127.0.0.1:9/v1", model="user")
+    made = []
+
+    def make(*clients):
+        made.append(clients)
+
+        async def run_item(item):
+            return item
+
+        return run_item
+
+    async def run() -> None:
+        with_clients = WithClient(make, agent, same_endpoint, user)
+        assert [await with_clients({"id": "a"}), await with_clients({"id": "b"})] == [{"id": "a"}, {"id": "b"}]
+        await with_clients.close()
+
+    asyncio.run(run())
+    (clients,) = made  # made once, on the first item
+    assert clients[0] is clients[1] and clients[2] is not clients[0]  # the same endpoint and model share one
+    assert sorted(map(id, closed)) == sorted({id(clients[0]), id(clients[2])})  # each closed once, at the end

@@ -169,22 +169,29 @@ class AimeConfig(RunConfig):  # the decoding settings fix the sampling: no --top
 # -- playing items -----------------------------------------------------------------------------------
 
 class WithClient:
-    """An async run_item sharing one LLM client for the whole run (opened inside the event loop)."""
+    """An async run_item whose LLM clients serve the whole run: `make_run_item(*clients)` gets one client per
+    config (configs of the same endpoint and model share one), opened inside the event loop on the first item
+    and all closed at the end."""
 
-    def __init__(self, config: LLMConfig, make_run_item: Callable):
-        self.config, self.make_run_item = config, make_run_item
-        self.client: LLMClient | None = None
+    def __init__(self, make_run_item: Callable, *configs: LLMConfig):
+        self.make_run_item, self.configs = make_run_item, configs
+        self.opened: dict[tuple, LLMClient] = {}
         self.run_item: Callable | None = None
 
     async def __call__(self, item: dict) -> dict:
-        if self.client is None:
-            self.client = LLMClient(self.config)
-            self.run_item = self.make_run_item(self.client)
+        if self.run_item is None:
+            self.run_item = self.make_run_item(*map(self._client, self.configs))
         return await self.run_item(item)
 
+    def _client(self, config: LLMConfig) -> LLMClient:
+        endpoint = (config.base_url, config.model)
+        if endpoint not in self.opened:
+            self.opened[endpoint] = LLMClient(config)
+        return self.opened[endpoint]
+
     async def close(self) -> None:
-        if self.client is not None:
-            await self.client.aclose()
+        for client in self.opened.values():
+            await client.aclose()
 
 
 async def resolve_endpoints(*configs: LLMConfig) -> None:
@@ -236,9 +243,9 @@ def run_bfcl(run: Run, config: BfclConfig) -> None:
     else:
         asyncio.run(resolve_endpoints(run.llm))
         sampling, model = config.sampling(run.llm, bfcl.DEFAULT_TEMPERATURE), run.llm.model
-        run_item = WithClient(run.llm, lambda client: functools.partial(
+        run_item = WithClient(lambda client: functools.partial(
             bfcl.run_item, agent_for=lambda entry, truth: EndpointAgent(client, sampling, strip_tools=False),
-            max_turns=config.max_turns, history_reasoning=config.history_reasoning))
+            max_turns=config.max_turns, history_reasoning=config.history_reasoning), run.llm)
     categories = config.categories or list(bfcl.CATEGORIES)
     run.play(lambda: bfcl.items(categories, seed=seed, **config.selection()), run_item, config, model, seed)
 
@@ -303,15 +310,13 @@ def run_acebench(run: Run, config: AceBenchConfig) -> None:
         asyncio.run(resolve_endpoints(run.llm, users))
         model, sampling = run.llm.model, config.sampling(run.llm, play.DEFAULT_TEMPERATURE)
 
-        def make(client: LLMClient):
-            same = users.base_url == run.llm.base_url and users.model == run.llm.model
-            user_client = client if same else LLMClient(users)
+        def make(client: LLMClient, user_client: LLMClient):  # one client if both are the same endpoint
             return functools.partial(
                 play.run_item, agent_for=lambda task, answer: EndpointAgent(client, sampling),
                 user_for=lambda task, lang: play.LLMUser(user_client, task["question"], lang, config.user_sampling()),
                 max_messages=config.max_messages)
 
-        run_item = WithClient(run.llm, make)
+        run_item = WithClient(make, run.llm, users)
     splits = config.splits or list(play.SPLITS)
     run.play(lambda: play.items(config.languages, splits, seed=run.llm.seed, **config.selection(play.REPEATS)),
              run_item, config, model, run.llm.seed)
@@ -326,8 +331,8 @@ def run_aime(run: Run, config: AimeConfig) -> None:
     from astra_eval import aime
 
     asyncio.run(resolve_endpoints(run.llm))
-    run_item = WithClient(run.llm, lambda client: functools.partial(
-        aime.run_item, client=client, samples=config.samples, max_tokens=run.llm.max_tokens))
+    run_item = WithClient(lambda client: functools.partial(
+        aime.run_item, client=client, samples=config.samples, max_tokens=run.llm.max_tokens), run.llm)
     years, settings = config.years or list(aime.YEARS), config.settings or list(aime.SETTINGS)
     run.play(lambda: aime.items(years, settings, seed=run.llm.seed, **config.selection()), run_item, config,
              run.llm.model, run.llm.seed)
