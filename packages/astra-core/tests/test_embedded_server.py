@@ -272,9 +272,11 @@ def test_a_model_name_that_reads_as_a_hub_id_says_how_to_download_it(tmp_path, m
     assert ("Hub id" in message) is hinted
 
 
-def test_the_embedded_model_stops_when_the_stage_that_started_it_is_killed():
+def test_the_embedded_model_stops_when_the_stage_that_started_it_is_killed(tmp_path):
     """A stage killed hard (SIGKILL, the OOM killer, a crash) runs no atexit: its embedded model went on running,
-    holding its memory, with nobody left to ask it anything. It now stops once its parent is gone."""
+    holding its memory, with nobody left to ask it anything. It now stops once its parent is gone. The directory
+    of the port file it announced itself through is gone as soon as it is serving (one was left in /tmp for every
+    embedded model started)."""
     import os
     import signal
     import subprocess
@@ -286,8 +288,9 @@ def test_the_embedded_model_stops_when_the_stage_that_started_it_is_killed():
         "from astra_core.embedded import start_server\n"
         "process, url = start_server(log=False)\n"
         "print(process.pid, flush=True)\n"
-        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
     server = int(parent.stdout.readline())
+    assert not list(tmp_path.glob("astra-serve-*"))
     os.kill(server, 0)  # serving
     parent.send_signal(signal.SIGKILL)
     parent.wait()

@@ -41,14 +41,24 @@ def start_server(model: str | None = None, *, timeout: float = 300.0, extra_args
                  log: bool = True) -> tuple[subprocess.Popen, str]:
     """Start `astra-core serve` as a child process on a free port; return (process, base_url)."""
     check_installed()
-    port_file = Path(tempfile.mkdtemp(prefix="astra-serve-")) / "port"
-    command = [sys.executable, "-m", "astra_core.cli", "serve", "--port", "0", "--port-file", str(port_file),
-               "--exit-with-parent"]
-    if model:
-        command += ["--model", model]
-    command += extra_args or []
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=None if log else subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory(prefix="astra-serve-") as directory:  # gone once the port is read
+        port_file = Path(directory) / "port"
+        command = [sys.executable, "-m", "astra_core.cli", "serve", "--port", "0", "--port-file", str(port_file),
+                   "--exit-with-parent"]
+        if model:
+            command += ["--model", model]
+        command += extra_args or []
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=None if log else subprocess.DEVNULL)
+        port = _wait_for_port(process, port_file, timeout)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    with open_direct(base_url.removesuffix("/v1") + "/health", timeout=30) as response:
+        if response.status >= 400:
+            raise RuntimeError(f"the embedded model server is not healthy: HTTP {response.status}")
+    return process, base_url
+
+
+def _wait_for_port(process: subprocess.Popen, port_file: Path, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while not port_file.exists():
         if process.poll() is not None:
@@ -57,11 +67,7 @@ def start_server(model: str | None = None, *, timeout: float = 300.0, extra_args
             process.kill()
             raise EmbeddedServerError(f"embedded server not ready after {timeout:.0f}s")
         time.sleep(0.1)
-    base_url = f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
-    with open_direct(base_url.removesuffix("/v1") + "/health", timeout=30) as response:
-        if response.status >= 400:
-            raise RuntimeError(f"the embedded model server is not healthy: HTTP {response.status}")
-    return process, base_url
+    return port_file.read_text().strip()
 
 
 def stop_server(process: subprocess.Popen) -> None:
