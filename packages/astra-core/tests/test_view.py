@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -307,16 +308,25 @@ def test_serve_refuses_bad_requests(served):
         assert caught.value.code in (400, 404)
 
 
-def test_serve_command_on_a_free_port(examples):
-    process = subprocess.Popen([ASTRA_CORE, "view", str(examples), "--serve", "--port", "0"],
-                               stderr=subprocess.PIPE, text=True)
+def test_serve_command_on_a_free_port(examples, tmp_path):
+    """...stopped by SIGTERM (`kill`) as by Ctrl-C: the copy of its standard input is removed (it was left in the
+    temporary directory)."""
+    process = subprocess.Popen([ASTRA_CORE, "view", str(examples), "-", "--serve", "--port", "0"],
+                               stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TMPDIR": str(tmp_path)})
+    process.stdin.write(json.dumps(example("plan")) + "\n")
+    process.stdin.close()
     try:
         announced = process.stderr.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/", announced)
         assert match, announced
-        assert announced.startswith(f"view: {len(KINDS)} records from 1 files (0 rejected, 0 invalid) at ")
-        assert get(match.group(0) + "api/entries?offset=0&limit=1000")["total"] == len(KINDS)
+        assert announced.startswith(f"view: {len(KINDS) + 1} records from 2 files (0 rejected, 0 invalid) at ")
+        assert get(match.group(0) + "api/entries?offset=0&limit=1000")["total"] == len(KINDS) + 1
         assert get(match.group(0) + "api/entry?i=0")["record"] == example(KINDS[0])
+        assert get(match.group(0) + f"api/entry?i={len(KINDS)}")["record"] == example("plan")
+        assert list(tmp_path.glob("astra-view-*"))
     finally:
         process.terminate()
         process.wait(timeout=10)
+    assert process.returncode == 0, process.stderr.read()
+    assert not list(tmp_path.glob("astra-view-*"))

@@ -2,6 +2,7 @@
 `serve` as a real process answering real HTTP."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -51,9 +52,14 @@ def test_run_without_jail_warns_loudly():
 
 
 def test_serve_answers_run_code_over_http(tmp_path):
+    """...and stops on SIGTERM (`kill`, systemd, a scheduler) as on Ctrl-C: its pool closed, nothing left in the
+    temporary directory (the nsjail config was, for every server stopped)."""
     port_file = tmp_path / "port"
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     server = subprocess.Popen([CLI, "serve", "--port", "0", "--port-file", str(port_file), "--sandbox-pool-size", "1", *QUICK],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(temporary)})
     try:
         for _ in range(300):
             if port_file.exists() and port_file.read_text():
@@ -79,6 +85,8 @@ def test_serve_answers_run_code_over_http(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+    assert server.returncode == 0, server.stderr.read()
+    assert not list(temporary.iterdir())
 
 
 def test_session_replays_calls_in_fresh_episodes(tmp_path):

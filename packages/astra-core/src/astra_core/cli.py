@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -12,7 +13,7 @@ from astra_core.jsonl import MalformedLine
 from astra_core.options import report_errors, stage_options, stage_options_from
 from astra_core.records import KINDS
 from astra_core.schema import errors, schema
-from astra_core.stage import Rejected, Stage
+from astra_core.stage import Rejected, Stage, stop_on_sigterm
 from astra_core.verl import VerlConfig, verl_row
 
 
@@ -113,17 +114,16 @@ def _serve_view(files: list[str], port: int, title: str) -> None:
     from astra_core.view import counts
     from astra_core.view.serve import Index, make_server
 
-    index = Index(files)
-    server = make_server(index, port, title)
-    click.echo(f"view: {counts(index.summaries, len(files)).text()} at "
-               f"http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", err=True)
+    undo_sigterm = stop_on_sigterm()  # `kill` stops it as Ctrl-C does, and the spooled copy of stdin is removed
     try:
-        server.serve_forever()
+        with contextlib.closing(Index(files)) as index, make_server(index, port, title) as server:
+            click.echo(f"view: {counts(index.summaries, len(files)).text()} at "
+                       f"http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", err=True)
+            server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
-        index.close()
+        undo_sigterm()
 
 
 stage_command(main, "to-verl", reads="rl_sample", config=VerlConfig)(verl_row)

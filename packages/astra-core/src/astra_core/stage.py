@@ -210,7 +210,7 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM arrived (a batch scheduler's time limit or preemption, `kill`): the stage stops as on Ctrl-C."""
 
 
-def _stop_on_sigterm() -> Callable[[], None]:
+def stop_on_sigterm() -> Callable[[], None]:
     """Make SIGTERM raise Terminated; returns what undoes it. Left alone outside the main thread (signal handlers
     live there) and when SIGTERM already has a handler of someone else's, or is ignored."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
@@ -381,7 +381,7 @@ class Stage:
         total = self._total if self._total is not None else (lambda: count_lines(opts.inputs))
         self._bar = Progress(self.command, total, show=opts.progress).__enter__()
         self._started = time.monotonic()
-        self._undo_sigterm = _stop_on_sigterm()
+        self._undo_sigterm = stop_on_sigterm()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import click
 from astra_core.command import stage_command
 from astra_core.config import ConfigError, config_options, knob, load_config, pop_values
-from astra_core.stage import Rejected
+from astra_core.stage import Rejected, stop_on_sigterm
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable
@@ -112,11 +112,13 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
         if port_file:
             with open(port_file, "w") as handle:
                 handle.write(str(bound))
+        undo_sigterm = stop_on_sigterm()  # `kill`, systemd, a scheduler: stop as on Ctrl-C, the pool closed
         try:
             server.serve_forever()
         except KeyboardInterrupt:
             pass
         finally:
+            undo_sigterm()
             server.server_close()
 
 

@@ -31,7 +31,7 @@ class Index:
     """Summaries of every line of `paths` and where each line is, to read its record on demand."""
 
     def __init__(self, paths: list[str], stdin: IO[bytes] | None = None):
-        self._spool = tempfile.TemporaryDirectory(prefix="astra-view-")
+        self._spool: tempfile.TemporaryDirectory | None = None  # made for the first input that needs copying
         self._real: dict[str, str] = {}  # displayed file name -> file to read
         self.summaries: list[dict] = []
         self._places: list[tuple[str, int, int]] = []  # (displayed file name, line number, byte offset)
@@ -47,6 +47,8 @@ class Index:
                 self._places.append((shown.file, line.line, line.offset))
 
     def _spooled(self, path: str, stdin: IO[bytes] | None) -> str:
+        if self._spool is None:
+            self._spool = tempfile.TemporaryDirectory(prefix="astra-view-")
         target = Path(self._spool.name) / f"{len(self._real)}.jsonl"
         with open(target, "wb") as out:
             for _, line in numbered_lines(path, stdin):
@@ -61,7 +63,8 @@ class Index:
         return entry_of(RawLine(file, lineno, offset, raw), index)
 
     def close(self) -> None:
-        self._spool.cleanup()
+        if self._spool is not None:
+            self._spool.cleanup()
 
 
 def _handler(index: Index, html: bytes) -> type[BaseHTTPRequestHandler]:
