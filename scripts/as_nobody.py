@@ -36,10 +36,21 @@ def unsearchable_steps(paths: list[str]) -> dict[str, list[str]]:
     return dict(sorted(steps.items(), key=lambda step: len(Path(step[0]).parts)))
 
 
-def shell_script(steps: dict[str, list[str]]) -> str:
+def uncovered(steps: dict[str, list[str]]) -> str:
+    """A temporary directory below none of the steps (the namespace covers those: a stash there would vanish)."""
+    for candidate in (tempfile.gettempdir(), "/tmp", "/dev/shm"):
+        real = Path(os.path.realpath(candidate))
+        if real.is_dir() and not any(real.is_relative_to(directory) for directory in steps):
+            return str(real)
+    sys.exit("as_nobody.py: every temporary directory is below a directory only its owner may search")
+
+
+def shell_script(steps: dict[str, list[str]], stashes: str) -> str:
+    """The namespace's set-up: each step's directory is bound to a stash (a directory below `stashes`, which
+    the caller removes), covered, and its entries bound back from the stash."""
     lines = ["set -e"]
     for directory, entries in steps.items():
-        lines += [f'stash=$(mktemp -d); mount --bind "{directory}" "$stash"',
+        lines += [f'stash=$(mktemp -d -p "{stashes}"); mount --bind "{directory}" "$stash"',
                   f'mount -t tmpfs -o mode=755,size=1m tmpfs "{directory}"']
         lines += [f'mkdir "{directory}/{entry}"; mount --bind "$stash/{entry}" "{directory}/{entry}"'
                   for entry in entries]
@@ -53,8 +64,10 @@ def main(command: list[str]) -> None:
         sys.exit("as_nobody.py needs root (it makes a mount namespace and switches user); "
                  "without root, run the command as yourself")
     python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    script = shell_script(unsearchable_steps([python, os.path.realpath(sys.prefix), os.getcwd()]))
-    with tempfile.TemporaryDirectory(prefix="astra-nobody-") as home:
+    steps = unsearchable_steps([python, os.path.realpath(sys.prefix), os.getcwd()])
+    with (tempfile.TemporaryDirectory(prefix="astra-nobody-") as home,
+          tempfile.TemporaryDirectory(prefix="astra-nobody-stashes-", dir=uncovered(steps)) as stashes):  # 0700
+        script = shell_script(steps, stashes)
         os.chown(home, NOBODY, NOBODY)
         env = {**os.environ, "HOME": home, "PYTHONDONTWRITEBYTECODE": "1"}
         unshare = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command]

@@ -1,12 +1,15 @@
 """scripts/as_nobody.py: a virtualenv and a working directory that sit below directories only root may search
-(pytest's own tmp_path, a checkout in /root) are reachable to the command it runs as nobody."""
+(pytest's own tmp_path, a checkout in /root) are reachable to the command it runs as nobody, whether TMPDIR is
+below such a directory or not, and nothing is left in TMPDIR."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +43,16 @@ def test_a_virtualenv_below_private_directories_is_the_one_nobody_runs(tmp_path)
     venv = private_tree(tmp_path)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    done = subprocess.run([python, SCRIPT, python, "-c", "import os, sys; print(os.getuid(), sys.prefix)"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["65534", str(venv)]  # not the base Python: the venv's pyvenv.cfg was readable
+    covered = tmp_path / "tmp"  # below pytest's 0700 directory, which the namespace covers
+    covered.mkdir()
+    uncovered = Path(tempfile.mkdtemp(prefix="as-nobody-test-"))
+    try:
+        for temporary in (covered, uncovered):
+            done = subprocess.run([python, SCRIPT, python, "-c", "import os, sys; print(os.getuid(), sys.prefix)"],
+                                  capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                                  env={**os.environ, "TMPDIR": str(temporary)})
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.split() == ["65534", str(venv)]  # not the base Python: its pyvenv.cfg was readable
+            assert not list(temporary.iterdir())  # the stashes of the namespace's set-up were left behind
+    finally:
+        shutil.rmtree(uncovered)
