@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -195,6 +196,15 @@ def _stop_when_orphaned(httpd: HTTPServer, every_s: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True, name="astra-serve-parent-watch").start()
 
 
+def announce_port(port_file: str, port: int) -> None:
+    """Write the port to `port_file` atomically (whoever polls for the file never reads it empty), through a
+    temporary file of this process's own: servers announcing themselves at once never share one."""
+    directory = os.path.dirname(os.path.abspath(port_file))
+    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=".astra-port-", delete=False) as handle:
+        handle.write(str(port))
+    os.replace(handle.name, port_file)
+
+
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
           threads: int | None = None, max_batch: int = 8, prefix_cache_tokens: int = 16384,
           max_tokens_cap: int = 2048, exit_with_parent: bool = False) -> None:
@@ -225,9 +235,7 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
     httpd.RequestHandlerClass = make_handler(service)
     bound = httpd.server_address[1]
     if port_file:
-        tmp = Path(port_file).with_suffix(".tmp")
-        tmp.write_text(str(bound))
-        tmp.rename(port_file)
+        announce_port(port_file, bound)
     print(f"astra-core serve: {name} at http://{host}:{bound}/v1", file=sys.stderr, flush=True)
     try:
         httpd.serve_forever()
