@@ -77,7 +77,7 @@ astra-grpo sft "$E/user_sft.jsonl" --config sft_tiny_cpu.yaml --max-steps 1 --ba
 rm -f "$E/user_model.port"
 astra-core serve --model "$E/user_model/final" --port 0 --port-file "$E/user_model.port" 2>"$E/user_model.log" &
 user_pid=$!
-trap 'kill $user_pid 2>/dev/null || true; kill ${server_pid:-} 2>/dev/null || true' EXIT
+background_pids+=("$user_pid")  # (scripts/demo stops it if a later command fails)
 for _ in $(seq 600); do [ -s "$E/user_model.port" ] && break; kill -0 $user_pid || { cat "$E/user_model.log"; exit 1; }; sleep 0.2; done
 USER_URL="http://127.0.0.1:$(cat "$E/user_model.port")/v1"
 echo "evolve: the trained user model serves at $USER_URL"
