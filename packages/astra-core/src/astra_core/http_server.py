@@ -1,5 +1,6 @@
 """The standard library's threading HTTP server, as the toolkit's local servers use it (the embedded model, the
-sandbox's SandboxFusion interface, the recorded endpoint of tests).
+sandbox's SandboxFusion interface, the recorded endpoint of tests), and how they announce the port they bound
+(`--port-file`).
 
 A stage or an RL trainer at --concurrency 64 opens its connections at once. The default listen backlog of 5
 overflowed: connections were reset, or their SYNs retried seconds later (measured against the embedded server with
@@ -8,9 +9,20 @@ overflowed: connections were reset, or their SYNs retried seconds later (measure
 
 from __future__ import annotations
 
+import os
+import tempfile
 from http.server import ThreadingHTTPServer
 
 
 class HTTPServer(ThreadingHTTPServer):
     request_queue_size = 1024  # the kernel caps it at net.core.somaxconn (4096 on current kernels)
     daemon_threads = True  # a connection's thread does not hold the process's exit
+
+
+def announce_port(port_file: str, port: int) -> None:
+    """Write the port to `port_file` atomically (whoever polls for the file never reads it empty), through a
+    temporary file of this process's own: servers announcing themselves at once never share one."""
+    directory = os.path.dirname(os.path.abspath(port_file))
+    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=".astra-port-", delete=False) as handle:
+        handle.write(str(port))
+    os.replace(handle.name, port_file)

@@ -99,6 +99,8 @@ stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _
 @pool_options
 def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
+    from astra_core.http_server import announce_port
+
     from astra_sandbox.server import make_server
 
     config = config_from(kwargs, PoolConfig)
@@ -110,8 +112,7 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
         bound = server.server_address[1]
         click.echo(f"astra-sandbox serve: POST http://{host}:{bound}/run_code ({workers} workers)", err=True)
         if port_file:
-            with open(port_file, "w") as handle:
-                handle.write(str(bound))
+            announce_port(port_file, bound)
         undo_sigterm = stop_on_sigterm()  # `kill`, systemd, a scheduler: stop as on Ctrl-C, the pool closed
         try:
             server.serve_forever()

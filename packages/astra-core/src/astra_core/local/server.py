@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -22,7 +21,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from astra_core.chat_format import parse_reply, to_template_messages
-from astra_core.http_server import HTTPServer
+from astra_core.http_server import HTTPServer, announce_port
 from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
@@ -194,15 +193,6 @@ def _stop_when_orphaned(httpd: HTTPServer, every_s: float = 1.0) -> None:
         httpd.shutdown()
 
     threading.Thread(target=watch, daemon=True, name="astra-serve-parent-watch").start()
-
-
-def announce_port(port_file: str, port: int) -> None:
-    """Write the port to `port_file` atomically (whoever polls for the file never reads it empty), through a
-    temporary file of this process's own: servers announcing themselves at once never share one."""
-    directory = os.path.dirname(os.path.abspath(port_file))
-    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=".astra-port-", delete=False) as handle:
-        handle.write(str(port))
-    os.replace(handle.name, port_file)
 
 
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
