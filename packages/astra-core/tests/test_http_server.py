@@ -1,5 +1,7 @@
 """astra_core.http_server: how the local servers announce the port they bound."""
 
+from pathlib import Path
+
 from astra_core.http_server import announce_port
 
 
@@ -14,3 +16,15 @@ def test_the_port_is_announced_through_a_temporary_file_of_its_own(tmp_path):
     assert (tmp_path / "tmp.AbCdEf").read_text() == "42002"
     assert in_flight.read_text() == "41001"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["tmp.AbCdEf", "tmp.tmp"]
+
+
+def test_a_port_file_that_cannot_be_written_is_refused_before_the_model_loads(tmp_path):
+    """It was a traceback once the server was up (after the model had loaded), and the server gone."""
+    from astra_core.cli import main
+    from click.testing import CliRunner
+
+    for port_file, reason in ((tmp_path / "missing" / "port", "No such file or directory"),
+                              ("/proc/port", "No such file or directory")):
+        done = CliRunner().invoke(main, ["serve", "--port", "0", "--port-file", str(port_file)])
+        assert done.exit_code == 2, done.output
+        assert f"cannot write a file in {Path(port_file).parent}: {reason}" in done.output

@@ -158,3 +158,10 @@ def test_check_reports_the_jail():
     done = cli("check")
     report = json.loads(done.stdout)
     assert report["jail"].endswith("nsjail") and report["program_status"] == "Finished"
+
+
+def test_serve_refuses_a_port_file_it_cannot_write_before_starting_its_pool(tmp_path):
+    done = subprocess.run([CLI, "serve", "--port", "0", "--port-file", str(tmp_path / "missing" / "port")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"cannot write a file in {tmp_path / 'missing'}: No such file or directory" in done.stderr

@@ -10,7 +10,7 @@ import click
 
 from astra_core.command import stage_command
 from astra_core.jsonl import MalformedLine
-from astra_core.options import report_errors, stage_options, stage_options_from
+from astra_core.options import port_file_option, report_errors, stage_options, stage_options_from
 from astra_core.records import KINDS
 from astra_core.schema import errors, schema
 from astra_core.stage import Rejected, Stage, stop_on_sigterm
@@ -27,7 +27,7 @@ def main() -> None:
 @click.option("--model", default=None, help="Local checkpoint directory (default: bundled SmolLM2-135M-Instruct).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port.")
-@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once ready.")
+@port_file_option
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Requests generated together.")
 @click.option("--prefix-cache-tokens", type=click.IntRange(min=0), default=16384, show_default=True,

@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +29,24 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
         return Shard.parse(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def _writable_port_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refused before the server starts (the embedded model loads its weights first), not after, in a traceback:
+    a file is made where the port will be written (permission bits do not say so for root)."""
+    if value is not None:
+        directory = os.path.dirname(os.path.abspath(value))
+        try:
+            with tempfile.NamedTemporaryFile(dir=directory, prefix=".astra-port-"):
+                pass
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write a file in {directory}: {exc.strerror}") from None
+    return value
+
+
+port_file_option = click.option(
+    "--port-file", type=click.Path(dir_okay=False), callback=_writable_port_file,
+    help="Write the bound port here once serving (atomically: whoever polls for the file never reads it empty).")
 
 
 def _apply(options: list[Callable], f: Callable) -> Callable:

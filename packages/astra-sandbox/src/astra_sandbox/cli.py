@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import click
 from astra_core.command import stage_command
 from astra_core.config import ConfigError, config_options, knob, load_config, pop_values
+from astra_core.options import port_file_option
 from astra_core.stage import Rejected, stop_on_sigterm
 
 from astra_sandbox.config import SandboxConfig
@@ -95,7 +96,7 @@ stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
-@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+@port_file_option
 @pool_options
 def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
