@@ -165,3 +165,14 @@ def test_serve_refuses_a_port_file_it_cannot_write_before_starting_its_pool(tmp_
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"cannot write a file in {tmp_path / 'missing'}: No such file or directory" in done.stderr
+
+
+def test_serve_on_a_port_in_use_is_one_line_said_before_its_pool_starts():
+    """It was a traceback (OSError: Address already in use), after the pool had started."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([CLI, "serve", "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use (--port 0 picks a free port)"

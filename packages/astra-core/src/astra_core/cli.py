@@ -40,8 +40,8 @@ def main() -> None:
 def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap,
           exit_with_parent) -> None:
     """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
+    from astra_core.http_server import CannotListen
     from astra_core.local.model import ModelNotAvailable
-    from astra_core.local.server import CannotListen
     from astra_core.local.server import serve as run_server
     from astra_core.quiet import quiet_libraries
 

@@ -9,14 +9,29 @@ overflowed: connections were reset, or their SYNs retried seconds later (measure
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class HTTPServer(ThreadingHTTPServer):
     request_queue_size = 1024  # the kernel caps it at net.core.somaxconn (4096 on current kernels)
     daemon_threads = True  # a connection's thread does not hold the process's exit
+
+
+class CannotListen(OSError):
+    """The server's address cannot be bound (a port in use, a host not on this machine)."""
+
+
+def listen(host: str, port: int, handler: type[BaseHTTPRequestHandler] = BaseHTTPRequestHandler) -> HTTPServer:
+    """A server bound to host:port (0 picks a free port), or CannotListen saying why in one line. Bind before
+    the slow part of starting (a model, a pool), so that a port in use is said at once."""
+    try:
+        return HTTPServer((host, port), handler)
+    except OSError as exc:
+        hint = " (--port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
 
 
 def announce_port(port_file: str, port: int) -> None:

@@ -100,16 +100,20 @@ stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _
 @pool_options
 def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
-    from astra_core.http_server import announce_port
+    from astra_core.http_server import CannotListen, announce_port, listen
 
-    from astra_sandbox.server import make_server
+    from astra_sandbox.server import make_handler
 
     config = config_from(kwargs, PoolConfig)
     workers = config.pool_size
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"astra-sandbox serve: listening on {host}: anyone who can reach it can run code here", err=True)
-    with open_pool(config, workers) as pool:
-        server = make_server(pool, host, port)
+    try:
+        server = listen(host, port)  # before the pool starts: a port in use is said at once
+    except CannotListen as exc:
+        raise click.ClickException(str(exc)) from None
+    with server, open_pool(config, workers) as pool:
+        server.RequestHandlerClass = make_handler(pool)
         bound = server.server_address[1]
         click.echo(f"astra-sandbox serve: POST http://{host}:{bound}/run_code ({workers} workers)", err=True)
         if port_file:
@@ -121,7 +125,6 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
             pass
         finally:
             undo_sigterm()
-            server.server_close()
 
 
 @main.command()

@@ -9,15 +9,15 @@ import json
 import sys
 from http.server import BaseHTTPRequestHandler
 
-from astra_core.http_server import HTTPServer
-
 from astra_sandbox.pool import SessionPool
 from astra_sandbox.run_code import sandbox_error
 
 MAX_BODY = 64 << 20
 
 
-def make_server(pool: SessionPool, host: str = "127.0.0.1", port: int = 8080) -> HTTPServer:
+def make_handler(pool: SessionPool) -> type[BaseHTTPRequestHandler]:
+    """The request handler of a server bound with `astra_core.http_server.listen`."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -54,4 +54,4 @@ def make_server(pool: SessionPool, host: str = "127.0.0.1", port: int = 8080) ->
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
             print(f"astra-sandbox serve: {self.address_string()} {format % args}", file=sys.stderr)
 
-    return HTTPServer((host, port), Handler)
+    return Handler

@@ -9,7 +9,6 @@ via the Hermes <tool_call> format of `astra_core.chat_format`, `n`, `seed`, `sto
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sys
@@ -21,15 +20,11 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from astra_core.chat_format import parse_reply, to_template_messages
-from astra_core.http_server import HTTPServer, announce_port
+from astra_core.http_server import HTTPServer, announce_port, listen
 from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
 JSON_INSTRUCTION = "Reply with a single JSON value and nothing else."
-
-
-class CannotListen(OSError):
-    """The server's address cannot be bound (a port in use, a host not on this machine)."""
 
 
 class BadRequest(ValueError):
@@ -200,11 +195,7 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
           max_tokens_cap: int = 2048, exit_with_parent: bool = False) -> None:
     """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready. With
     `exit_with_parent`, it also stops when the process that started it ends, even by SIGKILL."""
-    try:  # bound first: a port in use is said before the model loads; requests wait in the backlog until it has
-        httpd = HTTPServer((host, port), BaseHTTPRequestHandler)
-    except OSError as exc:
-        hint = " (--port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
-        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    httpd = listen(host, port)  # a port in use is said before the model loads; requests wait in the backlog until then
     if exit_with_parent:
         _stop_when_orphaned(httpd)
     import torch
