@@ -308,6 +308,18 @@ def test_serve_refuses_bad_requests(served):
         assert caught.value.code in (400, 404)
 
 
+def test_serve_command_on_a_port_in_use_is_one_line(examples):
+    """It was a traceback (OSError: Address already in use)."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([ASTRA_CORE, "view", str(examples), "--serve", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use (--port 0 picks a free port)"
+
+
 def test_serve_command_on_a_free_port(examples, tmp_path):
     """...stopped by SIGTERM (`kill`) as by Ctrl-C: the copy of its standard input is removed (it was left in the
     temporary directory)."""

@@ -111,6 +111,7 @@ def view(files, output, serve_, port, title) -> None:
 
 
 def _serve_view(files: list[str], port: int, title: str) -> None:
+    from astra_core.http_server import CannotListen
     from astra_core.view import counts
     from astra_core.view.serve import Index, make_server
 
@@ -122,6 +123,8 @@ def _serve_view(files: list[str], port: int, title: str) -> None:
             server.serve_forever()
     except KeyboardInterrupt:
         pass
+    except CannotListen as exc:
+        raise click.ClickException(str(exc)) from None
     finally:
         undo_sigterm()
 

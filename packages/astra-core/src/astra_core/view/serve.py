@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import tempfile
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import IO
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from astra_core.http_server import HTTPServer, listen
 from astra_core.jsonl import is_compressed, numbered_lines, source_name
 from astra_core.view import RawLine, entry_of, iter_lines, summary
 from astra_core.view.report import page
@@ -102,7 +103,8 @@ def _handler(index: Index, html: bytes) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def make_server(index: Index, port: int = 0, title: str = "ASTRA records") -> ThreadingHTTPServer:
-    """A server on 127.0.0.1:`port` (0 picks a free one: see server.server_address); call serve_forever()."""
+def make_server(index: Index, port: int = 0, title: str = "ASTRA records") -> HTTPServer:
+    """A server on 127.0.0.1:`port` (0 picks a free one: see server.server_address); call serve_forever().
+    CannotListen (one line) when the port cannot be bound."""
     html = page({"mode": "serve", "total": len(index.summaries)}, title).encode()
-    return ThreadingHTTPServer(("127.0.0.1", port), _handler(index, html))
+    return listen("127.0.0.1", port, _handler(index, html))
