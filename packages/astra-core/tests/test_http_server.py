@@ -28,3 +28,13 @@ def test_a_port_file_that_cannot_be_written_is_refused_before_the_model_loads(tm
         done = CliRunner().invoke(main, ["serve", "--port", "0", "--port-file", str(port_file)])
         assert done.exit_code == 2, done.output
         assert f"cannot write a file in {Path(port_file).parent}: {reason}" in done.output
+
+
+def test_a_port_out_of_range_is_refused_by_every_server_command():
+    """It was a traceback (OverflowError from bind)."""
+    from astra_core.cli import main
+    from click.testing import CliRunner
+
+    for command in (["serve"], ["view", "-", "--serve"]):
+        done = CliRunner().invoke(main, [*command, "--port", "70000"], input="")
+        assert done.exit_code == 2 and "70000 is not in the range 0<=x<=65535" in done.output, done.output

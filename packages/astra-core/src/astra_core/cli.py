@@ -26,7 +26,7 @@ def main() -> None:
 @main.command()
 @click.option("--model", default=None, help="Local checkpoint directory (default: bundled SmolLM2-135M-Instruct).")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0 picks a free port.")
 @port_file_option
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Requests generated together.")
@@ -90,7 +90,7 @@ def print_schema(kind: str) -> None:
               show_default=True, help="The HTML report ('-' for stdout).")
 @click.option("--serve", "serve_", is_flag=True,
               help="Serve the report on 127.0.0.1 instead, its records fetched page by page (for large files).")
-@click.option("--port", type=int, default=8765, show_default=True, help="Port for --serve; 0 picks a free one.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port for --serve; 0 picks a free one.")
 @click.option("--title", default="ASTRA records", show_default=True, help="The page's title.")
 def view(files, output, serve_, port, title) -> None:
     """Browse records of any kinds, and rejects, in one self-contained HTML page (FILES may be - for stdin)."""

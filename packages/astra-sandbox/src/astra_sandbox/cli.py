@@ -95,7 +95,7 @@ stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
-@click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="0 picks a free port.")
 @port_file_option
 @pool_options
 def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
