@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import tempfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,6 +21,10 @@ class HTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a connection's thread does not hold the process's exit
 
 
+class HTTPServerIPv6(HTTPServer):
+    address_family = socket.AF_INET6
+
+
 class CannotListen(OSError):
     """The server's address cannot be bound (a port in use, a host not on this machine)."""
 
@@ -27,11 +32,17 @@ class CannotListen(OSError):
 def listen(host: str, port: int, handler: type[BaseHTTPRequestHandler] = BaseHTTPRequestHandler) -> HTTPServer:
     """A server bound to host:port (0 picks a free port), or CannotListen saying why in one line. Bind before
     the slow part of starting (a model, a pool), so that a port in use is said at once."""
+    server_class = HTTPServerIPv6 if ":" in host else HTTPServer  # an IPv6 address (::1, ::)
     try:
-        return HTTPServer((host, port), handler)
+        return server_class((host, port), handler)
     except OSError as exc:
         hint = " (--port 0 picks a free port)" if exc.errno == errno.EADDRINUSE else ""
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+
+
+def base_url(host: str, port: int) -> str:
+    """http://host:port, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def announce_port(port_file: str, port: int) -> None:

@@ -100,7 +100,7 @@ stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _
 @pool_options
 def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
-    from astra_core.http_server import CannotListen, announce_port, listen
+    from astra_core.http_server import CannotListen, announce_port, base_url, listen
 
     from astra_sandbox.server import make_handler
 
@@ -115,7 +115,7 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     with server, open_pool(config, workers) as pool:
         server.RequestHandlerClass = make_handler(pool)
         bound = server.server_address[1]
-        click.echo(f"astra-sandbox serve: POST http://{host}:{bound}/run_code ({workers} workers)", err=True)
+        click.echo(f"astra-sandbox serve: POST {base_url(host, bound)}/run_code ({workers} workers)", err=True)
         if port_file:
             announce_port(port_file, bound)
         undo_sigterm = stop_on_sigterm()  # `kill`, systemd, a scheduler: stop as on Ctrl-C, the pool closed
