@@ -307,3 +307,12 @@ def _state(pid: int) -> str:
     except FileNotFoundError:
         return "gone"
 
+
+
+def test_sigterm_stops_the_server_as_ctrl_c_does():
+    """`kill` (the demo's trap, systemd, a scheduler) ended it with the signal's status; it now stops cleanly."""
+    from astra_core.embedded import start_server
+
+    process, _ = start_server(log=False)
+    process.terminate()
+    assert process.wait(timeout=30) == 0

@@ -13,7 +13,7 @@ from astra_core.jsonl import MalformedLine
 from astra_core.options import port_file_option, report_errors, stage_options, stage_options_from
 from astra_core.records import KINDS
 from astra_core.schema import errors, schema
-from astra_core.stage import Rejected, Stage, stop_on_sigterm
+from astra_core.stage import Rejected, Stage
 from astra_core.verl import VerlConfig, verl_row
 
 
@@ -111,22 +111,17 @@ def view(files, output, serve_, port, title) -> None:
 
 
 def _serve_view(files: list[str], port: int, title: str) -> None:
-    from astra_core.http_server import CannotListen
+    from astra_core.http_server import CannotListen, serve_until_stopped
     from astra_core.view import counts
     from astra_core.view.serve import Index, make_server
 
-    undo_sigterm = stop_on_sigterm()  # `kill` stops it as Ctrl-C does, and the spooled copy of stdin is removed
-    try:
+    try:  # Ctrl-C and `kill` stop it alike, and the spooled copy of stdin is removed
         with contextlib.closing(Index(files)) as index, make_server(index, port, title) as server:
             click.echo(f"view: {counts(index.summaries, len(files)).text()} at "
                        f"http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", err=True)
-            server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+            serve_until_stopped(server)
     except CannotListen as exc:
         raise click.ClickException(str(exc)) from None
-    finally:
-        undo_sigterm()
 
 
 stage_command(main, "to-verl", reads="rl_sample", config=VerlConfig)(verl_row)

@@ -40,6 +40,20 @@ def listen(host: str, port: int, handler: type[BaseHTTPRequestHandler] = BaseHTT
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
 
 
+def serve_until_stopped(server: HTTPServer) -> None:
+    """serve_forever() until Ctrl-C or SIGTERM (`kill`, systemd, a scheduler), which stop it alike: the caller's
+    clean-up (its `finally` and `with` blocks) runs either way."""
+    from astra_core.stage import stop_on_sigterm
+
+    undo_sigterm = stop_on_sigterm()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        undo_sigterm()
+
+
 def base_url(host: str, port: int) -> str:
     """http://host:port, an IPv6 address in brackets."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

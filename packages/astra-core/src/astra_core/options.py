@@ -1,4 +1,5 @@
-"""Click options every stage command shares, so all `astra-*` tools read and write alike.
+"""Click options every stage command shares, so all `astra-*` tools read and write alike (and the local servers'
+`--port-file`).
 
     @main.command()
     @stage_options

@@ -14,7 +14,7 @@ import click
 from astra_core.command import stage_command
 from astra_core.config import ConfigError, config_options, knob, load_config, pop_values
 from astra_core.options import port_file_option
-from astra_core.stage import Rejected, stop_on_sigterm
+from astra_core.stage import Rejected
 
 from astra_sandbox.config import SandboxConfig
 from astra_sandbox.errors import SandboxUnavailable
@@ -100,7 +100,7 @@ stage_command(main, "run", reads=RUN_REQUEST, config=PoolConfig, uses={"pool": _
 @pool_options
 def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
     """Serve POST /run_code (SandboxFusion shape) and GET /health over HTTP."""
-    from astra_core.http_server import CannotListen, announce_port, base_url, listen
+    from astra_core.http_server import CannotListen, announce_port, base_url, listen, serve_until_stopped
 
     from astra_sandbox.server import make_handler
 
@@ -118,13 +118,7 @@ def serve(host: str, port: int, port_file: str | None, **kwargs) -> None:
         click.echo(f"astra-sandbox serve: POST {base_url(host, bound)}/run_code ({workers} workers)", err=True)
         if port_file:
             announce_port(port_file, bound)
-        undo_sigterm = stop_on_sigterm()  # `kill`, systemd, a scheduler: stop as on Ctrl-C, the pool closed
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            undo_sigterm()
+        serve_until_stopped(server)  # Ctrl-C or `kill`: the pool is closed either way
 
 
 @main.command()

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from astra_core.chat_format import parse_reply, to_template_messages
-from astra_core.http_server import HTTPServer, announce_port, base_url, listen
+from astra_core.http_server import HTTPServer, announce_port, base_url, listen, serve_until_stopped
 from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
@@ -219,8 +219,6 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
         announce_port(port_file, bound)
     print(f"astra-core serve: {name} at {base_url(host, bound)}/v1", file=sys.stderr, flush=True)
     try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        serve_until_stopped(httpd)
     finally:
         httpd.server_close()
