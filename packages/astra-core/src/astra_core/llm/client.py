@@ -32,8 +32,7 @@ from astra_core.proxies import is_loopback
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 class LLMError(RuntimeError):
@@ -237,7 +236,7 @@ class LLMClient:
                 headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
                 # One pooled connection per request in flight: no connection churn at high concurrency.
                 connector = aiohttp.TCPConnector(limit=self.config.concurrency, limit_per_host=self.config.concurrency)
-                self._http = aiohttp.ClientSession(headers=headers, connector=connector, json_serialize=_dumps,
+                self._http = aiohttp.ClientSession(headers=headers, connector=connector,
                                                    timeout=aiohttp.ClientTimeout(total=self.config.timeout),
                                                    trust_env=not is_loopback(self._base))
             return self._http
@@ -303,13 +302,15 @@ class LLMClient:
         import aiohttp
 
         cfg = self.config
+        payload = None if body is None else orjson.dumps(body)  # bytes as sent: encoded once, not per attempt
         for attempt in range(cfg.max_retries + 1):
             wait = None
             unreachable = False  # no connection at all (a timeout is an answer too slow, not none)
             no_descriptor = False  # this process's open-file limit, not the endpoint
             try:
-                async with http.request(method, self._base + path, json=body) as response:
-                    status, text, headers = response.status, await response.text(), response.headers
+                async with http.request(method, self._base + path, data=payload,
+                                        headers=JSON_BODY if payload is not None else None) as response:
+                    status, data, headers = response.status, await response.read(), response.headers
             except (TimeoutError, aiohttp.ClientError) as exc:
                 failure = f"{type(exc).__name__}: {exc}"
                 unreachable = isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, TimeoutError)
@@ -317,10 +318,12 @@ class LLMClient:
             else:
                 if status < 400:
                     try:
-                        return orjson.loads(text)
+                        return orjson.loads(data)  # JSON is UTF-8 (RFC 8259); no text decoded on the way
                     except orjson.JSONDecodeError as exc:
+                        text = data.decode("utf-8", "replace")
                         raise LLMError(f"{method} {path}: the endpoint's reply is not JSON ({exc}): {text[:300]}",
                                        status, text) from None
+                text = data.decode("utf-8", "replace")
                 failure = f"HTTP {status}: {text[:500]}"
                 if status in (401, 403):  # the key (or the account) is refused: no request can succeed
                     raise LLMUnavailable(f"{self._base}{path}: the endpoint refuses the request: {failure}", status, text)
