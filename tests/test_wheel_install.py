@@ -1,12 +1,14 @@
 """Installable alone, for real (issue 19): the packages are built as wheels and sdists, and each light package is
 installed ALONE from those wheels into a fresh `python -m venv` with plain pip (no uv, no workspace, no editable
 links; third-party dependencies come from the index), runs its command on its bundled sample data, stays free of
-torch, and says in one line which extra to install for the plots it cannot draw without matplotlib."""
+torch, and says in one line which extra to install for the plots it cannot draw without matplotlib. The sandbox and a
+stage also run on a newer Python than the workspace's, where the machine has one."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -88,9 +90,9 @@ def test_every_package_has_a_changelog_and_a_readme_opening_with_its_install_lin
 class Venv:
     """A fresh `python -m venv` holding one package installed by plain pip from the wheelhouse."""
 
-    def __init__(self, path: Path, wheelhouse: Path, package: str):
+    def __init__(self, path: Path, wheelhouse: Path, package: str, python: str = sys.executable):
         self.path, self.bin = path, path / "bin"
-        ok(sys.executable, "-m", "venv", path)
+        ok(python, "-m", "venv", path)
         ok(self.bin / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            "--cache-dir", PIP_CACHE, "--find-links", wheelhouse, package, env=self.env(), timeout=900)
 
@@ -251,3 +253,41 @@ def test_astra_eval_alone_summarizes_results_and_compare_png_names_the_plots_ext
     result = venv("astra-eval", "compare", results, "--png", venv.path / "compare.png", check=False)
     assert_plots_need_the_extra(result, "astra-eval", "astra-eval compare --png")
     assert not (venv.path / "compare.png").exists()
+
+
+def newer_python() -> str | None:
+    """A Python newer than the workspace's that runs here (on PATH, or installed by pyenv), if there is one."""
+    candidates = [f"python3.{minor}" for minor in range(20, sys.version_info.minor, -1)]
+    pyenv_versions = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    candidates += [str(p) for p in sorted(pyenv_versions.glob("3.*/bin/python"), reverse=True)]
+    for candidate in candidates:
+        try:
+            found = run(candidate, "-c", "import sys; print(*sys.version_info[:2])", timeout=30)
+        except (FileNotFoundError, PermissionError):
+            continue
+        if found.returncode == 0 and tuple(map(int, found.stdout.split())) > sys.version_info[:2]:
+            return candidate
+    return None
+
+
+def test_the_sandbox_and_a_stage_run_on_a_newer_python(wheelhouse, tmp_path):
+    """requires-python admits every Python from 3.12 on; the sandbox leans on CPython's internals (immortal objects,
+    the jailed interpreter), so it is run on the newest other Python the machine has."""
+    python = newer_python()
+    if python is None:
+        pytest.skip(f"no Python newer than {sys.version_info.major}.{sys.version_info.minor} on this machine")
+    venv = Venv(tmp_path / "venv", wheelhouse, "astra-sandbox", python=python)
+    ok(venv.bin / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--cache-dir",
+       PIP_CACHE, "--find-links", wheelhouse, "astra-reward", env=venv.env(), timeout=900)
+    assert_alone_and_light(venv, "astra-sandbox")
+    version = venv("python", "-c", "import sys; print(sys.version_info[:2])").stdout
+    assert version != str(sys.version_info[:2]) + "\n", version
+    selftest = venv("astra-sandbox", "selftest")
+    tried = re.search(r"(\d+)/(\d+) hostile snippets tried, (\d+) contained", selftest.stdout + selftest.stderr)
+    assert tried and tried[1] == tried[2] == tried[3], selftest.stdout + selftest.stderr
+    prefork = "from astra_sandbox.inside.prefork import immortal_objects_supported as s; print(s())"
+    assert venv("python", "-c", prefork).stdout.strip() == "True"  # the zygote's heap is still shared
+    data = Path(venv("astra-reward", "sample-data").stdout.strip())
+    scored = records(venv("astra-reward", "f1", data / "rollouts.jsonl", "--samples", data / "samples.jsonl",
+                          "--variant", "f1").stdout)
+    assert len(scored) == 7 and scored[0]["reward"] == 1.0
