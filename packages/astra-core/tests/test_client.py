@@ -116,9 +116,9 @@ def test_structured_output_uses_json_schema_when_supported(recorded_llm):
 
 
 def test_structured_output_falls_back_and_retries_on_bad_json(recorded_llm):
-    unsupported = Failure(400, body='{"error": {"message": "response_format json_schema is not supported"}}')
+    unsupported = Failure(400, body='{"error": {"message": "response_format is not supported"}}')
     server = recorded_llm(replies=["I think it is good", '```json\n{"score": -1}\n```', 'Sure: {"score": 3} done'],
-                          failures=[unsupported])
+                          failures=[unsupported, unsupported])  # json_schema refused, then json_object
     llm = client(server)
 
     async def run():
@@ -127,10 +127,61 @@ def test_structured_output_falls_back_and_retries_on_bad_json(recorded_llm):
 
     value, _ = asyncio.run(run())
     assert value == {"score": 3}
-    later = server.chat_requests[1:]
+    assert [r["response_format"]["type"] for r in server.chat_requests[:2]] == ["json_schema", "json_object"]
+    later = server.chat_requests[2:]
     assert all("response_format" not in r for r in later)
     assert "no JSON found" in later[1]["messages"][-1]["content"]
     assert "minimum" in later[2]["messages"][-1]["content"] or "-1" in later[2]["messages"][-1]["content"]
+
+
+# llama-cpp-python 0.3.36's server (`python -m llama_cpp.server`) asked with a json_schema response_format:
+# HTTP 500 and this body, recorded from the real server on 2026-11-28 (its app's path shortened).
+LLAMA_CPP_PYTHON_500 = (
+    '{"error":{"message":"1 validation error:\\n  {\'type\': \'literal_error\', \'loc\': (\'body\', '
+    '\'response_format\', \'type\'), \'msg\': \\"Input should be \'text\' or \'json_object\'\\", \'input\': '
+    '\'json_schema\', \'ctx\': {\'expected\': \\"\'text\' or \'json_object\'\\"}}\\n\\n  File \\"llama_cpp/server/'
+    'app.py\\", line 376, in create_chat_completion\\n    POST /v1/chat/completions","type":"internal_server_error",'
+    '"param":null,"code":null}}')
+
+
+def test_structured_output_takes_the_form_llama_cpp_python_accepts_at_once(recorded_llm):
+    """That server refuses a json_schema response_format with HTTP 500 (not retried) and constrains replies to a
+    json_object's `schema` (it did both when asked on 2026-11-28); requests in flight when the refusals come move the
+    client on once, to json_object, never past it."""
+
+    def llama_cpp_python(body: dict):
+        form = body.get("response_format") or {}
+        if form.get("type") == "json_schema":
+            time.sleep(0.05)  # the refusals arrive while the other requests are in flight
+            return Failure(500, body=LLAMA_CPP_PYTHON_500)
+        assert form == {"type": "json_object", "schema": SCHEMA}, form
+        return '{"score": 1}'
+
+    server = recorded_llm(replies=[llama_cpp_python])
+    llm = client(server, concurrency=8)
+
+    async def run():
+        async with llm:
+            return await asyncio.gather(*(llm.chat_json([{"role": "user", "content": f"rate {i}"}], SCHEMA)
+                                          for i in range(8)))
+
+    assert [value for value, _ in asyncio.run(run())] == [{"score": 1}] * 8
+    forms = [r["response_format"]["type"] for r in server.chat_requests]  # none without one
+    assert forms.count("json_object") == 8 and 1 < forms.count("json_schema") <= 8, forms
+    assert llm.usage.retries == 0
+
+
+def test_a_server_error_that_names_no_response_format_is_still_retried(recorded_llm):
+    server = recorded_llm(replies=['{"score": 1}'], failures=[Failure(500, body='{"error": "CUDA out of memory"}')])
+    llm = client(server)
+
+    async def run():
+        async with llm:
+            return await llm.chat_json([{"role": "user", "content": "rate"}], SCHEMA)
+
+    assert asyncio.run(run())[0] == {"score": 1}
+    assert [r["response_format"]["type"] for r in server.chat_requests] == ["json_schema", "json_schema"]
+    assert llm.usage.retries == 1
 
 
 def test_structured_output_gives_up_with_last_reply(recorded_llm):

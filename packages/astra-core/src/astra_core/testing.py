@@ -23,7 +23,7 @@ import pytest
 
 from astra_core.http_server import HTTPServer
 
-Reply = str | dict | Callable[[dict], "str | dict"]
+Reply = str | dict | Callable[[dict], "str | dict | Failure"]
 
 
 @dataclass
@@ -41,7 +41,7 @@ class RecordedLLM:
     """Serves `failures` first (one per request), then `replies` in order (the last one repeats).
 
     A reply is the assistant content (str), a full assistant message (dict with content/tool_calls),
-    or a function of the request body returning either.
+    or a function of the request body returning either, or a Failure (a server that refuses some requests).
     """
 
     replies: list[Reply] = field(default_factory=list)
@@ -65,6 +65,8 @@ class RecordedLLM:
             reply = self.replies[min(self._served, len(self.replies) - 1)] if self.replies else ""
             self._served += 1
         reply = reply(body) if callable(reply) else reply
+        if isinstance(reply, Failure):
+            return reply
         return {"role": "assistant", "content": reply} if isinstance(reply, str) else {"role": "assistant", **reply}
 
     def start(self) -> RecordedLLM:

@@ -151,6 +151,22 @@ def _arguments_as_text(message: dict) -> None:
             function["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
 
 
+def refuses_response_format(status: int | None, body: str) -> bool:
+    """The endpoint refused the request's `response_format` (it cannot constrain replies to a JSON schema): an
+    HTTP error naming the field. Most servers answer 400 or 422; llama-cpp-python's server answers 500 (its request
+    validation error), which is no passing fault: asking again is pointless, asking without the field works."""
+    return status is not None and status >= 400 and "response_format" in body
+
+
+NEXT_STRUCTURED_FORM = {"json_schema": "json_object", "json_object": None}
+
+
+def _response_format(form: str, name: str, schema: dict) -> dict:
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    return {"type": "json_object", "schema": schema}
+
+
 def _retry_after(headers) -> float | None:
     try:
         return float(headers["retry-after"])
@@ -195,7 +211,7 @@ class LLMClient:
         self._base = ""
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
         self._cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir else None
-        self._structured_supported = True
+        self._structured_form: str | None = "json_schema"  # how replies are constrained (see _chat_structured)
         self._model: str | None = self.config.model
         self._endpoint_lock = asyncio.Lock()
 
@@ -330,7 +346,7 @@ class LLMClient:
                 if status == 404:  # no such route or model: no request can succeed (rejecting each record would lose it)
                     raise EndpointNotFound(f"{self._base}{path}: the endpoint has no such route or model: {failure}"
                                            f"{self._route_hint()}", status, text)
-                if status not in RETRY_STATUS:
+                if status not in RETRY_STATUS or refuses_response_format(status, text):
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
                 wait = _retry_after(headers)
             if attempt == cfg.max_retries:
@@ -402,14 +418,17 @@ class LLMClient:
         raise StructuredOutputError(f"no valid JSON reply after {attempts} attempts: {problem}", last_text)
 
     async def _chat_structured(self, messages: list[dict], schema: dict, name: str, **params: Any) -> ChatResponse:
-        if self._structured_supported:
-            response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        """Ask with the first response_format the endpoint takes: the OpenAI API's json_schema; else json_object with
+        a `schema` (llama-cpp-python's server, which refuses json_schema, constrains its replies with it); else none
+        (the reply is parsed and checked, see chat_json)."""
+        while (form := self._structured_form) is not None:
             try:
-                return await self.chat(messages, response_format=response_format, **params)
+                return await self.chat(messages, response_format=_response_format(form, name, schema), **params)
             except LLMError as exc:
-                if exc.status not in (400, 422) or "response_format" not in (exc.body or "") + str(exc):
+                if not refuses_response_format(exc.status, exc.body or ""):
                     raise
-                self._structured_supported = False  # this endpoint can't: fall back to prompt + parse
+                if self._structured_form == form:  # (requests in flight refused alike move it on once)
+                    self._structured_form = NEXT_STRUCTURED_FORM[form]
         return await self.chat(messages, **params)
 
     # -- embeddings -----------------------------------------------------------------------------
