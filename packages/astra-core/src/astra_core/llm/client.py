@@ -141,6 +141,18 @@ def openai_tools(tools: list[dict], *, strip: bool = True) -> list[dict]:
             for t in tools]
 
 
+def wire_messages(messages: list[dict]) -> list[dict]:
+    """The messages as sent: an assistant message's `"content": null` beside its tool calls goes as "". The OpenAI
+    API takes either, and so does vLLM; servers that render the template from the request as given do not all take
+    a null: llama-cpp-python's server refuses it (and, without the key, its own template fails), llama.cpp's and
+    SGLang's servers refused it, and real templates render it as the text "None" (GLM-4.5, Llama 3 training) or
+    fail on it (gpt-oss, Qwen2.5-VL, Qwen3-VL, Phi-3, DeepSeek-R1-Distill) where "" renders as no text at all. The
+    records keep their null; the caller's list is not changed."""
+    if not any(m.get("content", "") is None and m.get("tool_calls") for m in messages):
+        return messages
+    return [{**m, "content": ""} if m.get("content", "") is None and m.get("tool_calls") else m for m in messages]
+
+
 def _arguments_as_text(message: dict) -> None:
     """Tool-call arguments are a JSON string in the OpenAI API; a server that sends an object, or none, is read as
     if it had sent that object's text (every consumer parses a string)."""
@@ -369,7 +381,7 @@ class LLMClient:
                    **params: Any) -> ChatResponse:
         """One chat completion. `params` are passed through (temperature, max_tokens, seed, n, stop, ...);
         `strip_tools=False` sends the tools' functions with every field given (see `openai_tools`)."""
-        body: dict[str, Any] = {"model": await self.model(), "messages": messages}
+        body: dict[str, Any] = {"model": await self.model(), "messages": wire_messages(messages)}
         for name in ("temperature", "max_tokens", "seed"):
             default = getattr(self.config, name)
             if default is not None:
