@@ -105,3 +105,14 @@ def test_a_template_that_rewrites_earlier_turns_is_refused():
     tools, messages = conversation()
     with pytest.raises(TemplateError):
         renderer.encode(messages, tools)
+
+
+@pytest.mark.parametrize("template", ["phi3.jinja", "deepseek_r1_distill.jinja", "lfm2.jinja"])
+def test_a_call_without_text_renders_through_templates_that_need_the_content_key(template):
+    """Real templates (TRL's wheel) that read every message's content: a tool-call turn whose content is null is
+    rendered with "" (no text), never without the key (these fail then) nor as the text "None"."""
+    from template_families import template_text
+
+    tools, messages = conversation()
+    text = ChatRenderer(load_tokenizer(template_text(template)), "template").render(messages, tools)
+    assert "The capital of Norway is Oslo." in text and "None" not in text

@@ -117,6 +117,9 @@ class ChatRenderer:
             message = {k: v for k, v in message.items() if v is not None}
             if message.get("tool_calls"):
                 message["tool_calls"] = [_call_with_dict_arguments(c) for c in message["tool_calls"]]
+                # a call without text: "", which every template renders as nothing; some fail without the key
+                # (DeepSeek-R1-Distill, DeepSeek-V3, LFM2, Phi-3) and others render a null as "None"
+                message.setdefault("content", "")
             out.append(message)
         return out
 
