@@ -21,6 +21,9 @@ import json, sys
 from astra_eval.aime import last_boxed
 for line in open(f"{sys.argv[1]}/seed0/aime.jsonl"):
     r = json.loads(line)
+    if r["error"]:  # (an endpoint that refused the item: scored 0, and listed under Errors in the summary)
+        print(f"aime: {r['item_id']} {r['setting']} seed 0: error: {r['error'][:160]}")
+        continue
     for k, s in enumerate(r["details"]["samples"]):
         how = "its \\boxed{} answer" if last_boxed(s["text"]) is not None else "the last integer of its reply"
         cut = ", reply cut at the token limit" if s.get("finish_reason") == "length" else ""
