@@ -184,21 +184,33 @@ def test_a_server_error_that_names_no_response_format_is_still_retried(recorded_
     assert llm.usage.retries == 1
 
 
-def test_a_null_content_beside_tool_calls_goes_as_an_empty_text(recorded_llm):
-    """llama-cpp-python's server refuses an assistant message whose content is null (HTTP 500, as on 2026-11-28)
-    and fails rendering one without the key; the conversation the caller holds keeps its null."""
+def test_a_null_content_beside_tool_calls_is_sent_as_given_unless_the_endpoint_refuses_it(recorded_llm):
+    """The OpenAI API takes a null content beside tool calls, and BFCL's own harness sends it: it goes as given.
+    llama-cpp-python's server refuses it (HTTP 500 naming the field, as on 2026-11-28): that refusal is not retried,
+    the request goes again with "", and so do the client's later ones. The caller's messages keep their null."""
 
     def strict_server(body: dict):
         if any("content" not in m or m["content"] is None for m in body["messages"]):
             return Failure(500, body='{"error": {"message": "messages.2.content: Input should be a valid string"}}')
         return "done"
 
-    server = recorded_llm(replies=[strict_server])
     call = {"id": "c1", "type": "function", "function": {"name": "list_tables", "arguments": "{}"}}
     messages = [{"role": "user", "content": "Which tables?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "c1", "content": "orders"}]
-    assert asyncio.run(ask_with(client(server, max_retries=0), messages)).content == "done"
-    assert server.chat_requests[0]["messages"][1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+    lenient = recorded_llm(replies=["fine"])
+    asyncio.run(ask_with(client(lenient), messages))
+    assert lenient.chat_requests[0]["messages"] == messages  # as given
+
+    strict = recorded_llm(replies=[strict_server])
+    llm = client(strict)
+
+    async def twice():
+        async with llm:
+            return [(await llm.chat(messages)).content for _ in range(2)]
+
+    assert asyncio.run(twice()) == ["done", "done"]
+    sent = [r["messages"][1]["content"] for r in strict.chat_requests]
+    assert sent == [None, "", ""] and llm.usage.retries == 0
     assert messages[1]["content"] is None
 
 

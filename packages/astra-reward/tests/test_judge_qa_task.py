@@ -116,13 +116,14 @@ def test_task_malformed_reply_scores_nothing(recorded_llm):
 
 
 def test_task_judge_falls_back_when_the_endpoint_refuses_json_schema(recorded_llm):
-    refusal = Failure(status=400, body='{"error": {"message": "response_format json_schema is not supported"}}')
+    refusal = Failure(status=400, body='{"error": {"message": "response_format is not supported"}}')
     reply = "Sure!\n```json\n" + json.dumps({name: {"score": 3} for name in
                                              ("question_quality", "scenario_realism", "tool_necessity")}) + "\n```"
-    server = recorded_llm(replies=[reply], failures=[refusal])
+    server = recorded_llm(replies=[reply], failures=[refusal, refusal])  # json_schema, then json_object, refused
     scores = run(judge_task, server, TASKS["task-81b0"])
     assert [scores[d] for d in ("question_quality", "scenario_realism", "tool_necessity")] == [0.5, 0.5, 0.5]
-    first, second = server.chat_requests
-    assert "response_format" in first and "response_format" not in second  # prompt + parse fallback
-    assert "(no tool list given)" in second["messages"][1]["content"]
-    assert requests_for(server, "task_quality") == [first, second]
+    first, second, third = server.chat_requests
+    assert [request.get("response_format", {}).get("type") for request in (first, second, third)] == \
+        ["json_schema", "json_object", None]  # then prompt + parse
+    assert "(no tool list given)" in third["messages"][1]["content"]
+    assert requests_for(server, "task_quality") == [first, second, third]

@@ -141,16 +141,25 @@ def openai_tools(tools: list[dict], *, strip: bool = True) -> list[dict]:
             for t in tools]
 
 
-def wire_messages(messages: list[dict]) -> list[dict]:
-    """The messages as sent: an assistant message's `"content": null` beside its tool calls goes as "". The OpenAI
-    API takes either, and so does vLLM; servers that render the template from the request as given do not all take
-    a null: llama-cpp-python's server refuses it (and, without the key, its own template fails), llama.cpp's and
-    SGLang's servers refused it, and real templates render it as the text "None" (GLM-4.5, Llama 3 training) or
-    fail on it (gpt-oss, Qwen2.5-VL, Qwen3-VL, Phi-3, DeepSeek-R1-Distill) where "" renders as no text at all. The
-    records keep their null; the caller's list is not changed."""
-    if not any(m.get("content", "") is None and m.get("tool_calls") for m in messages):
-        return messages
+def has_null_content(messages: list[dict]) -> bool:
+    """An assistant message with tool calls and `"content": null` (the OpenAI API's form of a call without text)."""
+    return any(m.get("content", "") is None and m.get("tool_calls") for m in messages)
+
+
+def null_content_as_text(messages: list[dict]) -> list[dict]:
+    """The messages with such a null content as "" (the caller's list unchanged)."""
     return [{**m, "content": ""} if m.get("content", "") is None and m.get("tool_calls") else m for m in messages]
+
+
+def refuses_null_content(status: int | None, reply: str, request: dict | None) -> bool:
+    """The endpoint refused a request holding a null content beside tool calls, naming the field.
+
+    The OpenAI API and vLLM take the null, and benchmark harnesses send it (BFCL's does), so it is sent as given.
+    Other servers refuse it: llama-cpp-python's (HTTP 500; without the key its own template fails), and llama.cpp's
+    and SGLang's have (ggml-org/llama.cpp#13471, sgl-project/sglang#4236). For them the client sends "", which
+    every template in TRL's wheel renders as no text."""
+    return (status is not None and status >= 400 and "content" in reply and request is not None
+            and has_null_content(request.get("messages") or []))
 
 
 def _arguments_as_text(message: dict) -> None:
@@ -161,6 +170,12 @@ def _arguments_as_text(message: dict) -> None:
         if isinstance(function, dict) and not isinstance(function.get("arguments"), str):
             arguments = function.get("arguments")
             function["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
+
+
+def refuses_a_field(status: int | None, reply: str, request: dict | None) -> bool:
+    """An error reply refusing a field the request holds: no passing fault, so not retried."""
+    return (request is not None and "response_format" in request and refuses_response_format(status, reply)) \
+        or refuses_null_content(status, reply, request)
 
 
 def refuses_response_format(status: int | None, body: str) -> bool:
@@ -224,6 +239,7 @@ class LLMClient:
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
         self._cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir else None
         self._structured_form: str | None = "json_schema"  # how replies are constrained (see _chat_structured)
+        self._null_content_as_text = False  # the endpoint refused a null content beside tool calls
         self._model: str | None = self.config.model
         self._endpoint_lock = asyncio.Lock()
 
@@ -358,7 +374,7 @@ class LLMClient:
                 if status == 404:  # no such route or model: no request can succeed (rejecting each record would lose it)
                     raise EndpointNotFound(f"{self._base}{path}: the endpoint has no such route or model: {failure}"
                                            f"{self._route_hint()}", status, text)
-                if status not in RETRY_STATUS or refuses_response_format(status, text):
+                if status not in RETRY_STATUS or refuses_a_field(status, text, body):
                     raise LLMError(f"{method} {path} failed: {failure}", status, text)
                 wait = _retry_after(headers)
             if attempt == cfg.max_retries:
@@ -381,7 +397,9 @@ class LLMClient:
                    **params: Any) -> ChatResponse:
         """One chat completion. `params` are passed through (temperature, max_tokens, seed, n, stop, ...);
         `strip_tools=False` sends the tools' functions with every field given (see `openai_tools`)."""
-        body: dict[str, Any] = {"model": await self.model(), "messages": wire_messages(messages)}
+        if self._null_content_as_text and has_null_content(messages):
+            messages = null_content_as_text(messages)
+        body: dict[str, Any] = {"model": await self.model(), "messages": messages}
         for name in ("temperature", "max_tokens", "seed"):
             default = getattr(self.config, name)
             if default is not None:
@@ -389,7 +407,13 @@ class LLMClient:
         if tools:
             body["tools"] = openai_tools(tools, strip=strip_tools)
         body.update({k: v for k, v in params.items() if v is not None})
-        raw = await self._request("POST", "chat/completions", body)
+        try:
+            raw = await self._request("POST", "chat/completions", body)
+        except LLMError as exc:
+            if not refuses_null_content(exc.status, exc.body or "", body):
+                raise
+            self._null_content_as_text = True  # this endpoint takes "" only, from now on
+            raw = await self._request("POST", "chat/completions", {**body, "messages": null_content_as_text(messages)})
         choices = raw.get("choices") or []
         if not choices:
             raise LLMError(f"endpoint returned no choices: {str(raw)[:300]}")
