@@ -6,8 +6,8 @@ That server refuses a `json_schema` response format with HTTP 500 (it constrains
 `schema` instead) and refuses an assistant tool-call message whose content is null, including the ones it wrote
 itself. Against it, a judge rejected every record after five retries per request, and every rollout stopped at
 its second request. test_client.py holds the client to that server's recorded replies; this test holds it to the
-server itself. llama-cpp-python is built from source (PyPI has no wheel: a C++ compiler and cmake, some minutes
-the first time, then uv's cache).
+server itself. llama-cpp-python is built from source (PyPI has no wheel): it needs a C++ compiler and cmake, and
+the build takes most of this test's 8 minutes here.
 """
 
 from __future__ import annotations
