@@ -47,3 +47,15 @@ def test_unsafe_mode_warns_on_stderr(capfd):
         with pool.session(ENV) as session:
             assert session.call("get_capital", {"country": "norway"}).ok
     assert "WITHOUT the jail" in capfd.readouterr().err
+
+
+def test_unsafe_mode_episodes_work_in_the_users_temporary_directory(tmp_path, monkeypatch):
+    """A cluster's /tmp may be small: the episodes' work directories follow TMPDIR (they were made in /tmp)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # what TMPDIR=tmp_path gives a fresh process
+    where = "import os\ndef workdir():\n    return os.getcwd()\n"
+    with SessionPool(size=1, config=SandboxConfig(jail=False)) as pool:
+        with pool.session(where) as session:
+            workdir = session.call("workdir", {}).output
+    assert workdir.startswith(str(tmp_path) + "/astra-episode-"), workdir

@@ -178,7 +178,8 @@ def launch_command(config: SandboxConfig) -> tuple[list[str], dict[str, str]]:
     """argv and environment that start one worker (its supervisor speaks frames on stdin/stdout)."""
     python, _ = jail_python()
     if not config.jail:
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        # the episodes' work directories go where the user's temporary files go (a cluster's /tmp may be small)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": tempfile.gettempdir()}
         return supervisor_argv(python, str(INSIDE_SOURCE.parent)) + ["--unsafe"], env
     binary = find_nsjail(config)
     if os.geteuid() != 0 and not config.one_user:
