@@ -50,7 +50,9 @@ def test_unsafe_mode_warns_on_stderr(capfd):
 
 
 def test_unsafe_mode_episodes_work_in_the_users_temporary_directory(tmp_path, monkeypatch):
-    """A cluster's /tmp may be small: the episodes' work directories follow TMPDIR (they were made in /tmp)."""
+    """A cluster's /tmp may be small: the episodes' work directories follow TMPDIR (they were made in /tmp), and
+    are gone once the pool is (the supervisor died on its reply to the last close when the host had stopped
+    reading, leaving the spare episode's directory behind)."""
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # what TMPDIR=tmp_path gives a fresh process
@@ -59,3 +61,4 @@ def test_unsafe_mode_episodes_work_in_the_users_temporary_directory(tmp_path, mo
         with pool.session(where) as session:
             workdir = session.call("workdir", {}).output
     assert workdir.startswith(str(tmp_path) + "/astra-episode-"), workdir
+    assert not list(tmp_path.glob("astra-episode-*"))

@@ -166,6 +166,17 @@ class Zygote:
 
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
+        try:
+            self.serve_host()
+        except BrokenPipeError:  # the host stopped reading (it closes without waiting for a close's reply)
+            pass
+        finally:  # every episode ends with the zygote, and (unsafe mode) its work directory goes
+            preloaded = self.preloaded[1] if self.preloaded else None
+            for episode in [self.episode, self.spare, preloaded, *self.ending]:
+                if episode is not None:
+                    self.finish(episode)
+
+    def serve_host(self) -> None:
         write_frame(1, {"ready": True, "jailed": self.jailed, "python": sys.version.split()[0]})
         while True:
             self.work_while_idle()
@@ -187,10 +198,6 @@ class Zygote:
                 work, self.after_reply = self.after_reply, None
                 with contextlib.suppress(OSError):  # e.g. no fork possible now: the next open loads as usual
                     work()
-        preloaded = self.preloaded[1] if self.preloaded else None
-        for episode in [self.episode, self.spare, preloaded, *self.ending]:
-            if episode is not None:
-                self.finish(episode)
 
     def handle(self, message: dict, body: bytes) -> dict | bytes:
         """The reply to one op: a message, or a reply of the episode's code passed on as it came."""
