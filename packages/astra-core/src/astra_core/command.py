@@ -50,6 +50,7 @@ from typing import Any
 
 import click
 
+from astra_core import collector
 from astra_core.config import ConfigError, config_options, find_config, load_config, pop_values
 from astra_core.options import llm_config_from, llm_options, stage_options, stage_options_from
 from astra_core.schema import RecordError
@@ -164,6 +165,7 @@ class _Run:
             def call(record):
                 return fn(record, **{p: bound[p] for p in parameters})
 
+            stack.enter_context(collector.set_for_records_in_flight())
             if self.batch:
                 stage.run_batched(call, self.batch(settings) if callable(self.batch) else self.batch)
             elif not inspect.iscoroutinefunction(fn):

@@ -259,6 +259,8 @@ class LLMClient:
 
     # -- endpoint -------------------------------------------------------------------------------
     async def _client(self) -> aiohttp.ClientSession:
+        if self._http is not None:  # (every request after the first: no lock to take)
+            return self._http
         import aiohttp
 
         async with self._endpoint_lock:
