@@ -459,3 +459,23 @@ def test_the_response_cache_uses_no_write_ahead_log_on_a_network_file_system(tmp
     shared.put("k", {"answer": 1})
     assert shared.get("k") == {"answer": 1}
     shared.close()
+
+
+# llama-cpp-python's server (0.3.36) answers tool_choice "required" with HTTP 500 and an empty message (seen against the
+# real server): its chat handler asserts tool_choice == "auto", and its error handler (llama_cpp/server/errors.py) writes
+# the AssertionError, which has no message, as this body.
+LLAMA_CPP_EMPTY_500 = '{"error":{"message":"","type":"internal_server_error","param":null,"code":null}}'
+
+
+def test_an_empty_server_error_on_tool_choice_required_names_the_known_cause(recorded_llm):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    server = recorded_llm(replies=["x"], failures=[Failure(500, body=LLAMA_CPP_EMPTY_500)] * 2)
+    with pytest.raises(LLMError, match='after 1 retries: HTTP 500.*tool_choice "required".*llama-cpp-python'):
+        asyncio.run(ask(client(server, max_retries=1), tools=tools, tool_choice="required"))
+    assert len(server.chat_requests) == 2  # still retried: an empty 500 may be a passing fault
+
+    for tool_choice, body in (("auto", LLAMA_CPP_EMPTY_500), ("required", '{"error":{"message":"out of memory"}}')):
+        server = recorded_llm(replies=["x"], failures=[Failure(500, body=body)] * 2)
+        with pytest.raises(LLMError) as info:
+            asyncio.run(ask(client(server, max_retries=1), tools=tools, tool_choice=tool_choice))
+        assert "llama-cpp-python" not in str(info.value)

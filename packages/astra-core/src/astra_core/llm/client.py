@@ -185,6 +185,21 @@ def refuses_response_format(status: int | None, body: str) -> bool:
     return status is not None and status >= 400 and "response_format" in body
 
 
+def _known_limit(request: dict | None, status: int | None, reply: str) -> str:
+    """What a server error that says nothing may mean: a server known to fail that way on a field of the request."""
+    if request is None or request.get("tool_choice") != "required" or status != 500:
+        return ""
+    try:
+        message = orjson.loads(reply).get("error", {}).get("message", "") if reply.strip() else ""
+    except (orjson.JSONDecodeError, AttributeError):
+        return ""
+    if message.strip():
+        return ""
+    return ('. The request asks for tool_choice "required", and the error says nothing: llama-cpp-python\'s server '
+            'fails so on it (it takes only "auto" or a named function). Serve the model with vLLM or SGLang, or '
+            'run without requiring a tool call')
+
+
 NEXT_STRUCTURED_FORM = {"json_schema": "json_object", "json_object": None}
 
 
@@ -353,6 +368,7 @@ class LLMClient:
             wait = None
             unreachable = False  # no connection at all (a timeout is an answer too slow, not none)
             no_descriptor = False  # this process's open-file limit, not the endpoint
+            status, text = None, ""
             try:
                 async with http.request(method, self._base + path, data=payload,
                                         headers=JSON_BODY if payload is not None else None) as response:
@@ -387,7 +403,8 @@ class LLMClient:
                 if unreachable:
                     raise LLMUnavailable(f"{self._base}{path}: the endpoint does not answer ({failure}) after "
                                          f"{cfg.max_retries} retries")
-                raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}")
+                raise LLMError(f"{method} {path} failed after {cfg.max_retries} retries: {failure}"
+                               f"{_known_limit(body, status, text)}")
             self.usage.retries += 1
             if wait is None:
                 wait = random.uniform(0, min(cfg.max_backoff, cfg.backoff * 2**attempt))
