@@ -8,7 +8,8 @@ One change besides the user, for reachability only: the command runs in a privat
 every directory on the way to this Python, its virtualenv and the working directory that only its owner may
 search (e.g. /root, 0700, holding pyenv) is covered by an empty one anyone may search, with the entries on
 those ways bound back. A user's own Python and checkout are reachable to that user in the same way. HOME is
-a fresh directory of nobody's.
+a fresh directory of nobody's, in the caller's TMPDIR where nobody can reach it (else in /tmp), and TMPDIR is
+a directory in it: whatever the command leaves there is removed with it.
 Also used by astra-sandbox's test_rootless.py.
 """
 
@@ -45,6 +46,21 @@ def uncovered(steps: dict[str, list[str]]) -> str:
     sys.exit("as_nobody.py: every temporary directory is below a directory only its owner may search")
 
 
+def reachable_to_others(path: str) -> bool:
+    """Every directory from / down to `path` may be searched by anyone."""
+    real = Path(os.path.realpath(path))
+    return all(os.stat(directory).st_mode & 0o001 for directory in (real, *real.parents))
+
+
+def nobodys_room(steps: dict[str, list[str]]) -> str:
+    """Where nobody's HOME and TMPDIR go: the caller's temporary directory if nobody can reach it, else /tmp."""
+    for candidate in (tempfile.gettempdir(), "/tmp"):
+        real = os.path.realpath(candidate)
+        if reachable_to_others(real) and not any(Path(real).is_relative_to(directory) for directory in steps):
+            return real
+    sys.exit("as_nobody.py: no temporary directory is reachable to nobody")
+
+
 def shell_script(steps: dict[str, list[str]], stashes: str) -> str:
     """The namespace's set-up: each step's directory is bound to a stash (a directory below `stashes`, which
     the caller removes), covered, and its entries bound back from the stash."""
@@ -65,11 +81,14 @@ def main(command: list[str]) -> None:
                  "without root, run the command as yourself")
     python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     steps = unsearchable_steps([python, os.path.realpath(sys.prefix), os.getcwd()])
-    with (tempfile.TemporaryDirectory(prefix="astra-nobody-") as home,
+    with (tempfile.TemporaryDirectory(prefix="astra-nobody-", dir=nobodys_room(steps)) as home,
           tempfile.TemporaryDirectory(prefix="astra-nobody-stashes-", dir=uncovered(steps)) as stashes):  # 0700
         script = shell_script(steps, stashes)
-        os.chown(home, NOBODY, NOBODY)
-        env = {**os.environ, "HOME": home, "PYTHONDONTWRITEBYTECODE": "1"}
+        temporary = os.path.join(home, "tmp")  # (e.g. pytest's files as nobody: they go with it, not to /tmp)
+        os.mkdir(temporary)
+        for directory in (home, temporary):
+            os.chown(directory, NOBODY, NOBODY)
+        env = {**os.environ, "HOME": home, "TMPDIR": temporary, "PYTHONDONTWRITEBYTECODE": "1"}
         unshare = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command]
         sys.exit(subprocess.run(unshare, env=env).returncode)
 

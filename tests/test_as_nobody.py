@@ -56,3 +56,25 @@ def test_a_virtualenv_below_private_directories_is_the_one_nobody_runs(tmp_path)
             assert not list(temporary.iterdir())  # the stashes of the namespace's set-up were left behind
     finally:
         shutil.rmtree(uncovered)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as_nobody.py needs root: it makes a mount namespace and switches user")
+def test_nobodys_temporary_files_go_to_the_callers_tmpdir_and_go_with_the_run(tmp_path):
+    """A TMPDIR nobody can reach holds nobody's HOME and TMPDIR; one nobody cannot reach leaves them to /tmp. Either
+    way nothing nobody wrote there is left (pytest as nobody wrote /tmp/pytest-of-nobody, whatever TMPDIR was)."""
+    reachable = Path(tempfile.mkdtemp(prefix="as-nobody-test-"))
+    reachable.chmod(0o755)
+    unreachable = Path(tempfile.mkdtemp(prefix="as-nobody-test-"))  # 0700, root's
+    write = "import os, tempfile; print(tempfile.gettempdir(), os.environ['HOME']); tempfile.mkstemp()"
+    try:
+        for temporary in (reachable, unreachable):
+            done = subprocess.run([sys.executable, SCRIPT, sys.executable, "-c", write], capture_output=True,
+                                  text=True, cwd=tmp_path, timeout=60, env={**os.environ, "TMPDIR": str(temporary)})
+            assert done.returncode == 0, done.stderr
+            nobodys_tmp, home = map(Path, done.stdout.split())
+            assert nobodys_tmp == home / "tmp"
+            assert home.parent == (temporary if temporary == reachable else Path("/tmp"))
+            assert not home.exists() and not list(temporary.iterdir())
+    finally:
+        shutil.rmtree(reachable)
+        shutil.rmtree(unreachable)
