@@ -4,9 +4,9 @@ CPython collects its youngest generation each time 700 more container objects ar
 last collection, and each collection walks every young object still alive. A stage with hundreds of
 records in flight keeps thousands alive (decoded records, request bodies, suspended coroutines), so
 at the default `judge-trajectory` spent about 14% of its CPU in the collector (256 records in flight,
-measured with perf). Collecting every 10,000 instead cut its client CPU from 1.16-1.30 to about 0.95 ms
-per record (benchmarks/synthesis_throughput.py): 15 collections over 4,096 records, none of the oldest
-generation. Its peak memory stayed 68 MB. Only garbage in reference cycles is affected: it is freed a
+measured with perf). Collecting every 10,000 instead cut its client CPU per record from 1.17 to
+0.74-0.88 ms in runs of the same hour (benchmarks/synthesis_throughput.py): 15 collections over 4,096
+records, none of the oldest generation. Its peak memory stayed 68 MB. Only garbage in reference cycles is affected: it is freed a
 little later.
 """
 
