@@ -40,7 +40,11 @@ def median_seconds(code: str, *flags: str) -> float:
 
 
 def main() -> None:
-    empty = tempfile.mkdtemp(prefix="no-pyc-")
+    with tempfile.TemporaryDirectory(prefix="no-pyc-") as empty:
+        report(empty)
+
+
+def report(empty: str) -> None:
     print(f"median of {RUNS} runs each, PYTHONDONTWRITEBYTECODE=1, {os.cpu_count()} CPUs, interleaved per import")
     print(f"{'imports':<56} {'from source':>12} {'from .pyc':>10} {'saved':>8}")
     for name, code in IMPORTS.items():

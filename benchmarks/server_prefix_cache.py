@@ -26,14 +26,16 @@ from rollout_prefill import rl_samples  # noqa: E402 - the same prompts as the r
 
 
 def start_server(prefix_cache_tokens: int, threads: int) -> tuple[subprocess.Popen, str]:
-    port_file = Path(tempfile.mkdtemp()) / "port"
+    folder = tempfile.TemporaryDirectory(prefix="astra-bench-")
+    port_file = Path(folder.name) / "port"
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "astra-core"), "serve", "--port", "0", "--port-file", str(port_file),
          "--threads", str(threads), "--prefix-cache-tokens", str(prefix_cache_tokens)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
-        if port_file.exists() and port_file.read_text().strip():
-            return server, f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
+        if port_file.exists() and (port := port_file.read_text().strip()):
+            folder.cleanup()
+            return server, f"http://127.0.0.1:{port}/v1"
         if server.poll() is not None:
             raise SystemExit("astra-core serve exited before it was ready")
         time.sleep(0.2)
