@@ -49,6 +49,21 @@ def test_unsafe_mode_warns_on_stderr(capfd):
     assert "WITHOUT the jail" in capfd.readouterr().err
 
 
+def test_an_unsafe_pool_closed_at_once_ends_its_spare_episode_and_leaves_nothing(tmp_path, monkeypatch):
+    """A pool closed right after it started (a stage stopped by bad input) made the supervisor wait forever on the
+    spare episode it had just forked: the kill went to the episode's session, which it had not made yet. The host
+    gave up after 2 s and killed the supervisor, leaving the spare's work directory behind (about every other time)."""
+    import tempfile
+    import time
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for _ in range(10):
+        started = time.monotonic()
+        SessionPool(size=1, config=SandboxConfig(jail=False)).close()
+        assert time.monotonic() - started < 1.5
+        assert not list(tmp_path.glob("astra-episode-*"))
+
+
 def test_unsafe_mode_episodes_work_in_the_users_temporary_directory(tmp_path, monkeypatch):
     """A cluster's /tmp may be small: the episodes' work directories follow TMPDIR (they were made in /tmp), and
     are gone once the pool is (the supervisor died on its reply to the last close when the host had stopped

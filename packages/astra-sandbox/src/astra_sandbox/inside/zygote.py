@@ -452,11 +452,11 @@ class Zygote:
         if settle_s:
             select.select([episode.pidfd], [], [], settle_s)
         ended_itself = episode.ended()
-        with contextlib.suppress(ProcessLookupError):
-            if self.jailed:
-                os.kill(episode.pid, signal.SIGKILL)  # pid 1 of the namespace: takes everything with it
-            else:
-                os.killpg(episode.pid, signal.SIGKILL)
+        # in the jail, pid 1 of the namespace: takes everything with it; unsafe, its session's processes, and
+        # itself if it has not made its session yet (a spare just forked: else the wait below never ends)
+        for kill in (os.kill,) if self.jailed else (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError):
+                kill(episode.pid, signal.SIGKILL)
         try:
             _, status, usage = os.wait4(episode.pid, 0)
         except ChildProcessError:
