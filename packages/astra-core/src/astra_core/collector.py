@@ -6,8 +6,8 @@ records in flight keeps thousands alive (decoded records, request bodies, suspen
 at the default `judge-trajectory` spent about 14% of its CPU in the collector (256 records in flight,
 measured with perf). Collecting every 10,000 instead cut its client CPU per record from 1.17 to
 0.74-0.88 ms in runs of the same hour (benchmarks/synthesis_throughput.py): 15 collections over 4,096
-records, none of the oldest generation. Its peak memory stayed 68 MB. Only garbage in reference cycles is affected: it is freed a
-little later.
+records, none of the oldest generation. Its peak memory stayed 68 MB. Only garbage in reference cycles
+is affected: it is freed a little later.
 """
 
 from __future__ import annotations
