@@ -37,28 +37,21 @@ def unsearchable_steps(paths: list[str]) -> dict[str, list[str]]:
     return dict(sorted(steps.items(), key=lambda step: len(Path(step[0]).parts)))
 
 
-def uncovered(steps: dict[str, list[str]]) -> str:
-    """A temporary directory below none of the steps (the namespace covers those: a stash there would vanish)."""
+def uncovered(steps: dict[str, list[str]], *, for_others: bool = False) -> str:
+    """A temporary directory below none of the steps (the namespace covers those: a stash there would vanish), the
+    caller's own first; `for_others`: also one anyone may reach (nobody's HOME and TMPDIR go there)."""
     for candidate in (tempfile.gettempdir(), "/tmp", "/dev/shm"):
         real = Path(os.path.realpath(candidate))
-        if real.is_dir() and not any(real.is_relative_to(directory) for directory in steps):
+        if (real.is_dir() and not any(real.is_relative_to(directory) for directory in steps)
+                and (not for_others or reachable_to_others(real))):
             return str(real)
-    sys.exit("as_nobody.py: every temporary directory is below a directory only its owner may search")
+    sys.exit(f"as_nobody.py: no temporary directory {'is reachable to nobody' if for_others else 'is below none of '
+             'the directories only their owner may search'}")
 
 
-def reachable_to_others(path: str) -> bool:
-    """Every directory from / down to `path` may be searched by anyone."""
-    real = Path(os.path.realpath(path))
+def reachable_to_others(real: Path) -> bool:
+    """Every directory from / down to `real` (a real path) may be searched by anyone."""
     return all(os.stat(directory).st_mode & 0o001 for directory in (real, *real.parents))
-
-
-def nobodys_room(steps: dict[str, list[str]]) -> str:
-    """Where nobody's HOME and TMPDIR go: the caller's temporary directory if nobody can reach it, else /tmp."""
-    for candidate in (tempfile.gettempdir(), "/tmp"):
-        real = os.path.realpath(candidate)
-        if reachable_to_others(real) and not any(Path(real).is_relative_to(directory) for directory in steps):
-            return real
-    sys.exit("as_nobody.py: no temporary directory is reachable to nobody")
 
 
 def shell_script(steps: dict[str, list[str]], stashes: str) -> str:
@@ -81,7 +74,7 @@ def main(command: list[str]) -> None:
                  "without root, run the command as yourself")
     python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     steps = unsearchable_steps([python, os.path.realpath(sys.prefix), os.getcwd()])
-    with (tempfile.TemporaryDirectory(prefix="astra-nobody-", dir=nobodys_room(steps)) as home,
+    with (tempfile.TemporaryDirectory(prefix="astra-nobody-", dir=uncovered(steps, for_others=True)) as home,
           tempfile.TemporaryDirectory(prefix="astra-nobody-stashes-", dir=uncovered(steps)) as stashes):  # 0700
         script = shell_script(steps, stashes)
         temporary = os.path.join(home, "tmp")  # (e.g. pytest's files as nobody: they go with it, not to /tmp)

@@ -167,9 +167,9 @@ class Zygote:
     # -- the host channel --------------------------------------------------------------------
     def serve(self) -> None:
         try:
-            self.serve_host()
-        except BrokenPipeError:  # the host stopped reading (it closes without waiting for a close's reply)
-            pass
+            # the host may stop reading first (it closes without waiting for a close's reply)
+            with contextlib.suppress(BrokenPipeError):
+                self.serve_host()
         finally:  # every episode ends with the zygote, and (unsafe mode) its work directory goes
             preloaded = self.preloaded[1] if self.preloaded else None
             for episode in [self.episode, self.spare, preloaded, *self.ending]:
