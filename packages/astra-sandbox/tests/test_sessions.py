@@ -196,6 +196,28 @@ def look():
 
 def modules_before_import():
     return "fractions" in sys.modules
+
+IPC_KEY = 0x4A57  # System V key (and POSIX queue name) the next episode looks for
+CREATE = 0o1000 | 0o666  # IPC_CREAT, readable and writable by all
+
+def ipc_objects(create):
+    """The IPC objects of IPC_KEY this episode can reach (made first if `create`): a System V shared
+    memory segment, message queue and semaphore set, and a POSIX message queue."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = CREATE if create else 0
+    reached = [name for name, args in (("shmget", (IPC_KEY, 4096, flags)), ("msgget", (IPC_KEY, flags)),
+                                       ("semget", (IPC_KEY, 1, flags))) if getattr(libc, name)(*args) >= 0]
+    queue_flags = os.O_RDWR | (os.O_CREAT if create else 0)
+    if libc.mq_open(b"/astra-trace", queue_flags, 0o666, None) >= 0:
+        reached.append("mq_open")
+    return reached
+
+def leave_ipc():
+    return ipc_objects(create=True)
+
+def find_ipc():
+    return ipc_objects(create=False)
 '''
 
 
@@ -215,6 +237,9 @@ def test_nothing_is_shared_across_episodes(one_worker, config):
         seen = json.loads(first.call("look").output)
         assert seen["tmp"] == ["trace"] and seen["env"] == "1" and seen["fractions_marked"]
         assert seen["pids"] >= 3  # the tool process and its two sleeping children
+        # where the jail is closed to IPC objects none is made; else the episode's own IPC namespace holds them
+        made = json.loads(first.call("leave_ipc").output)
+        assert json.loads(first.call("find_ipc").output) == made
     # the episode's whole process tree is gone, on the host too
     assert leftover_processes(one_worker, config.uid, before) == []
     with one_worker.session(TRACES) as second:
@@ -222,6 +247,7 @@ def test_nothing_is_shared_across_episodes(one_worker, config):
         assert second.call("bump").output == "1"
         seen = json.loads(second.call("look").output)
         assert seen == {"counter": 1, "tmp": [], "env": None, "fractions_marked": False, "pids": 1}
+        assert second.call("find_ipc").output == "[]"
 
 
 def test_sessions_from_many_threads(pool):
