@@ -177,6 +177,8 @@ class Hostile:
     code: str
     check: Callable[[dict, Probe], tuple[bool, str]]
     """(run_code result, probe) -> (contained, evidence)."""
+    then: str = ""
+    """A second program, run next on the same worker; its result reaches the check as result["then"]."""
 
 
 def _out(result: dict) -> str:
@@ -285,10 +287,31 @@ def _check_secret(result: dict, probe: Probe) -> tuple[bool, str]:
     return not leaked and bool(seen), "secret leaked" if leaked else f"{seen[0][:120]}"
 
 
+def _check_ipc(result: dict, probe: Probe) -> tuple[bool, str]:
+    made, found = _lines(result, "MADE "), _lines(result.get("then") or {}, "FOUND ")
+    contained = found == ["FOUND []"]
+    return contained, f"{made[0] if made else 'no report'} in one program; the next: {found[0] if found else 'no report'}"
+
+
 def _check_fill(result: dict, probe: Probe) -> tuple[bool, str]:
     hits = _lines(result, "STOPPED")
     return bool(hits), hits[0] if hits else _out(result)[-200:]
 
+
+# What an IPC object of a fixed key a program can reach, made first if `create`.
+IPC_OBJECTS = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+KEY = 0x4A58
+
+def reach(create):
+    flags = 0o1666 if create else 0  # IPC_CREAT, readable and writable by all
+    reached = [name for name, args in (("shmget", (KEY, 4096, flags)), ("msgget", (KEY, flags)),
+                                       ("semget", (KEY, 1, flags))) if getattr(libc, name)(*args) >= 0]
+    if libc.mq_open(b"/astra-selftest", os.O_RDWR | (os.O_CREAT if create else 0), 0o666, None) >= 0:
+        reached.append("mq_open")
+    return reached
+"""
 
 CASES: list[Hostile] = [
     Hostile("network-loopback", "connect to a host service on 127.0.0.1", """
@@ -472,6 +495,9 @@ try:
 except OSError as exc:
     print("STOPPED after", written >> 20, "MB in", files, "files:", exc.strerror)
 """, _check_fill),
+    Hostile("ipc-carry-over", "leave IPC objects (System V, POSIX message queues) for the next program",
+            IPC_OBJECTS + 'print("MADE", reach(create=True))\n', _check_ipc,
+            then=IPC_OBJECTS + 'print("FOUND", reach(create=False))\n'),
     Hostile("fd-exhaustion", "open files without limit", """
 import os
 handles = []
@@ -498,6 +524,8 @@ def run_case(case: Hostile, pool: SessionPool, probe: Probe) -> Outcome:
     probe.code_uid = code_jail_uid(pool.config)
     before = settled_snapshot(pool, uid)
     result = pool.run_code({"code": probe.fill(case.code), "language": "python"})
+    if case.then:
+        result["then"] = pool.run_code({"code": probe.fill(case.then), "language": "python"})
     contained, evidence = case.check(result, probe)
     leftovers = leftover_processes(pool, uid, before)
     alive = pool.run_code({"code": "print('ok')"}).get("status") == "Success"
