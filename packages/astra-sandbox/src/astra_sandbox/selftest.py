@@ -298,7 +298,7 @@ def _check_fill(result: dict, probe: Probe) -> tuple[bool, str]:
     return bool(hits), hits[0] if hits else _out(result)[-200:]
 
 
-# What an IPC object of a fixed key a program can reach, made first if `create`.
+# The IPC objects of a fixed key that a program can reach (made first if `create`).
 IPC_OBJECTS = """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
