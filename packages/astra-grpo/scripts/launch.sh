@@ -20,6 +20,15 @@ overrides=()
 [ -n "${MACHINE_RANK:-}" ] && overrides+=(--machine_rank "$MACHINE_RANK")
 [ -n "${MAIN_PROCESS_IP:-}" ] && overrides+=(--main_process_ip "$MAIN_PROCESS_IP")
 [ -n "${MAIN_PROCESS_PORT:-}" ] && overrides+=(--main_process_port "$MAIN_PROCESS_PORT")
+# torch's elastic agent keeps each rank's error file (a failed rank's traceback) under --log_dir: in the run's
+# --output-dir if given here, else in a torchelastic_* directory it makes in TMPDIR and never removes.
+arguments=("$@")
+for i in "${!arguments[@]}"; do
+  case "${arguments[$i]}" in
+    --output-dir) [ -n "${arguments[$((i + 1))]:-}" ] && overrides+=(--log_dir "${arguments[$((i + 1))]}/launcher");;
+    --output-dir=*) overrides+=(--log_dir "${arguments[$i]#--output-dir=}/launcher");;
+  esac
+done
 
 exec "$python" -m accelerate.commands.launch --config_file "$accelerate_config" "${overrides[@]}" \
   -m astra_grpo.cli "$command" --config "$trainer_config" "$@"

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import grpo_support
@@ -13,6 +14,19 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _launches_keep_their_files_here(tmp_path_factory):
+    """Processes these tests start get a TMPDIR inside pytest's temporary directory: on every `accelerate
+    launch`, torch's elastic agent makes a torchelastic_* log directory in TMPDIR and never removes it."""
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("launches"))
+    yield
+    if saved is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved
 
 
 @pytest.fixture(scope="session")
