@@ -3,10 +3,12 @@
 mkdir -p "$OUT/sandbox"
 
 # 1. run_code requests through `astra-sandbox run`: JSONL in, SandboxFusion results out, in input order.
-#    One is hostile (reads host secrets and keys, phones home) and must come back contained.
+#    One uses a process pool (its locks live in /dev/shm: the program's own /tmp); one is hostile (reads
+#    host secrets and keys, phones home) and must come back contained.
 cat > "$OUT/sandbox/requests.jsonl" <<'JSONL'
 {"id": "hello", "code": "print('hello from the jail')"}
 {"id": "stdin", "code": "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))", "stdin": "1 2 3 4"}
+{"id": "pool", "code": "from concurrent.futures import ProcessPoolExecutor\nif __name__ == '__main__':\n    with ProcessPoolExecutor(2) as workers:\n        print(sum(workers.map(pow, [2, 3], [10, 2])))"}
 {"id": "hostile", "code": "import os, socket\nfor path in ('/root/.ssh', '/work', '/etc/shadow'):\n    try:\n        print(path, os.listdir(path) if os.path.isdir(path) else open(path).read(20))\n    except OSError as exc:\n        print(path, 'blocked:', exc.strerror)\nprint('env:', sorted(os.environ))\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=1)\nexcept OSError as exc:\n    print('network blocked:', exc.strerror)\nprint('uid', os.getuid())"}
 {"id": "loop", "code": "while True:\n    pass", "run_timeout": 1}
 {"id": "memory", "code": "hoard = [bytearray(1 << 30) for _ in range(64)]", "memory_limit_MB": 256}
