@@ -89,6 +89,16 @@ def test_process_pools_work(pool):
     assert run(pool, code)["run_result"]["stdout"] == "[1, 2, 3]\n[4] ['main.py']\n"
 
 
+def test_what_every_linux_has(pool):
+    """The standard streams by name and a user name, as generated programs sometimes expect them."""
+    code = ("import getpass, os\n"
+            "open('/dev/stdout', 'w').write(open('/dev/stdin').read().upper())\n"
+            "open('/dev/stderr', 'w').write('to stderr')\n"
+            "print(getpass.getuser(), sorted(os.listdir('/dev/fd'))[:3])\n")
+    run_result = run(pool, code, stdin="from stdin\n")["run_result"]
+    assert (run_result["stdout"], run_result["stderr"]) == ("FROM STDIN\nsandbox ['0', '1', '2']\n", "to stderr")
+
+
 def test_unsupported_language_and_bad_requests_are_sandbox_errors(pool, config):
     other = pool.run_code({"code": "int main(){}", "language": "cpp", "id": 3})
     assert (other["status"], other["id"], other["run_result"]) == ("SandboxError", 3, None)

