@@ -77,6 +77,33 @@ def test_observations_and_outputs(pool):
         assert session.call("add_stock", '{"item": "pear", "count": 2}').output == '{"item": "pear", "stock": 2}'
 
 
+AWAITED_AND_YIELDED = r'''
+import asyncio
+
+async def lookup(city: str):
+    await asyncio.sleep(0)
+    if city == "Atlantis":
+        raise KeyError(city)
+    return {"city": city, "capital": city == "Oslo"}
+
+def countdown(n: int):
+    print("counting")
+    yield from range(n, 0, -1)
+'''
+
+
+def test_async_tools_are_awaited_and_generators_listed(pool):
+    """An `async def` tool (as MCP servers write theirs) gives what it returns, not a coroutine; a generator, its items."""
+    with pool.session(AWAITED_AND_YIELDED) as session:
+        assert session.tools == ["countdown", "lookup"]
+        assert json.loads(session.call("lookup", {"city": "Oslo"}).output) == {"city": "Oslo", "capital": True}
+        failed = session.call("lookup", {"city": "Atlantis"})
+        assert (failed.kind, failed.error) == ("exception", "KeyError: 'Atlantis'")
+        assert session.call("lookup", {"town": "Oslo"}).kind == "bad_arguments"
+        counted = session.call("countdown", {"n": 3})
+        assert (counted.output, counted.stdout) == ("[3, 2, 1]", "counting\n")
+
+
 def test_every_error_kind_is_an_observation(pool):
     with pool.session(TOOLS) as session:
         cases = [

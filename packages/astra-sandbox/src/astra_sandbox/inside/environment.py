@@ -110,13 +110,24 @@ def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
         return failure("bad_arguments", f"{name}: {exc}")
     with _captured() as printed:
         try:
-            value = function(**arguments)
+            value = finished(function(**arguments))
         except BaseException as exc:  # noqa: BLE001 - the tool's failure is the observation
             reply = failure("exception", _exception_text(exc, limit))
         else:
             reply = {"ok": True, "kind": "ok", "error": None, "output": truncate(observation(value), limit)}
     reply["stdout"] = truncate(printed.getvalue(), limit)
     return reply
+
+
+def finished(value):
+    """What a tool's call amounts to: an `async def` tool's coroutine run to its end, a generator's items."""
+    if isinstance(value, types.CoroutineType):
+        import asyncio  # only in an episode that has an async tool: it takes milliseconds to import
+
+        return asyncio.run(value)
+    if isinstance(value, types.GeneratorType):
+        return list(value)
+    return value
 
 
 def snapshot_state(module: types.ModuleType, limit: int) -> dict:
