@@ -103,6 +103,18 @@ def test_session_replays_calls_in_fresh_episodes(tmp_path):
     assert lines[-1]["kind"] == "unknown_tool"
 
 
+def test_session_reports_a_state_it_cannot_read_and_goes_on(tmp_path):
+    environment = tmp_path / "env.py"
+    environment.write_text("import os\nN = 1\ndef crash():\n    os._exit(3)\n")
+    done = cli("session", str(environment), "--episodes", "2", *QUICK, stdin='{"state": true}\n{"name": "crash"}\n'
+                                                                               '{"state": true}\n')
+    assert done.returncode == 0 and "Traceback" not in done.output, done.output
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(line["episode"], line.get("state"), "error" in line) for line in lines if "name" not in line] == [
+        (0, {"N": 1}, False), (0, None, True), (1, {"N": 1}, False), (1, None, True)]
+    assert "no state: the environment is no longer running" in lines[2]["error"]
+
+
 @pytest.mark.parametrize(("bad_line", "says"), [
     ('{"name": "bump", "arguments":', "<stdin>:2: invalid JSON"),
     ('{"name": 42}', "<stdin>:2: field name"),

@@ -104,6 +104,54 @@ def test_async_tools_are_awaited_and_generators_listed(pool):
         assert (counted.output, counted.stdout) == ("[3, 2, 1]", "counting\n")
 
 
+UNSHOWABLE = r'''
+import math, os, struct
+STATE = {"ratio": float("nan"), "limit": math.inf}
+
+class Opaque:
+    def __str__(self):
+        raise RuntimeError("no text")
+    __repr__ = __str__
+
+def nested():
+    value = []
+    for _ in range(5000):
+        value = [value]
+    return value
+
+def opaque():
+    return {"o": Opaque()}
+
+def broken_text():
+    print("p\ud800")
+    return "a\ud800b"
+
+def fine():
+    return "ok"
+
+def forged():  # its own reply frame, with a lone surrogate escaped in it, then gone
+    body = b'{"ok": true, "kind": "ok", "error": null, "output": "x\\udc80", "stdout": ""}'
+    os.write(4, struct.pack(">I", len(body)) + body)
+    os._exit(0)
+'''
+
+
+def test_values_that_cannot_be_shown_do_not_end_the_episode(pool):
+    """A return value too deep to encode or whose __str__ raises is an exception observation; text with lone
+    surrogates (which no UTF-8 writer takes) reaches the host with '?' in their place, also in a forged reply;
+    NaN and infinities in a state (JSON has none) come as text."""
+    with pool.session(UNSHOWABLE) as session:
+        for name, cause in (("nested", "RecursionError"), ("opaque", "RuntimeError: no text")):
+            result = session.call(name)
+            assert result.kind == "exception" and result.error.startswith(f"the return value cannot be shown: {cause}")
+        text = session.call("broken_text")
+        assert (text.output, text.stdout) == ("a?b", "p?\n")
+        json.dumps(text.to_dict(), ensure_ascii=False).encode("utf-8")  # any UTF-8 writer takes it
+        assert session.call("fine").output == "ok"
+        assert session.state() == {"STATE": {"ratio": "nan", "limit": "inf"}}
+        assert session.call("forged").output == "x?"
+
+
 def test_every_error_kind_is_an_observation(pool):
     with pool.session(TOOLS) as session:
         cases = [

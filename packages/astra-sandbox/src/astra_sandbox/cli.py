@@ -17,7 +17,7 @@ from astra_core.options import port_file_option
 from astra_core.stage import Rejected
 
 from astra_sandbox.config import SandboxConfig
-from astra_sandbox.errors import SandboxUnavailable
+from astra_sandbox.errors import SandboxError, SandboxUnavailable
 
 SAMPLE_ENVIRONMENT = importlib.resources.files("astra_sandbox") / "data" / "shop_environment.jsonl"
 
@@ -148,7 +148,10 @@ def session(environment: str, calls_path: str, episodes: int, **kwargs) -> None:
                     raise click.ClickException(f"the environment failed to load: {active.load_error}")
                 for number, call in enumerate(calls):
                     if call.get("state"):
-                        line = {"episode": episode, "call": number, "state": active.state()}
+                        try:
+                            line = {"episode": episode, "call": number, "state": active.state()}
+                        except SandboxError as exc:  # the environment died, or its get_state() raised
+                            line = {"episode": episode, "call": number, "state": None, "error": str(exc)}
                     else:
                         result = active.call(call.get("name"), call.get("arguments"))
                         line = {"episode": episode, "call": number, "name": call.get("name"), **result.to_dict()}

@@ -18,6 +18,18 @@ STARTUP_TIMEOUT_S = 20.0
 GRACE_S = 2.0  # the supervisor enforces the limits; the host waits this much longer before giving up on it
 
 
+def valid_unicode(value):
+    """`value` with every string valid Unicode. Code in the jail can send a lone surrogate (a JSON escape such as
+    \\ud800, from a tool's text or a forged reply), which no UTF-8 writer downstream accepts: each becomes '?'."""
+    if isinstance(value, str):
+        return value if value.isascii() else value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {valid_unicode(key): valid_unicode(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [valid_unicode(item) for item in value]
+    return value
+
+
 def _kill(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
@@ -92,7 +104,7 @@ class Worker:
         if reply is None:
             self.kill()
             raise WorkerLost(f"the sandbox worker exited ({self._exit_text()})")
-        return reply
+        return valid_unicode(reply)
 
     def _lose(self, exc: OSError | ValueError, timeout: float) -> NoReturn:
         self.kill()

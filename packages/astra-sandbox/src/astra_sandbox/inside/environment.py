@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 import traceback
 import types
@@ -21,18 +22,28 @@ def truncate(text: str, limit: int) -> str:
 
 
 def to_jsonable(value, depth: int = 0):
-    """A JSON-able copy of `value`: containers recursed, dict keys as str, anything else str()."""
+    """A JSON-able copy of `value`: containers recursed, dict keys as str, NaN and infinities as str
+    (JSON has none), anything else str()."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if depth > 40:
-        return str(value)
+        return _shown(value)
     if isinstance(value, dict):
         return {str(key): to_jsonable(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(item, depth + 1) for item in value]
     if isinstance(value, set | frozenset):
         return sorted((to_jsonable(item, depth + 1) for item in value), key=repr)
-    return str(value)
+    return _shown(value)
+
+
+def _shown(value) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - the object's own __str__ failed
+        return f"<{type(value).__name__} object>"
 
 
 def observation(value) -> str:
@@ -114,7 +125,10 @@ def call_tool(module: types.ModuleType, message: dict, limit: int) -> dict:
         except BaseException as exc:  # noqa: BLE001 - the tool's failure is the observation
             reply = failure("exception", _exception_text(exc, limit))
         else:
-            reply = {"ok": True, "kind": "ok", "error": None, "output": truncate(observation(value), limit)}
+            try:
+                reply = {"ok": True, "kind": "ok", "error": None, "output": truncate(observation(value), limit)}
+            except Exception as exc:  # noqa: BLE001 - e.g. nesting past the recursion limit, a __str__ that raises
+                reply = failure("exception", f"the return value cannot be shown: {_exception_text(exc, limit)}")
     reply["stdout"] = truncate(printed.getvalue(), limit)
     return reply
 
