@@ -59,6 +59,16 @@ def policy(script: list[tuple[str, dict]], final: str):
     return lambda prompt: turns[min(assistant_turns(prompt), len(turns) - 1)]
 
 
+SIMULATORS: list[UserSimulator] = []  # each test's, closed after it (a loop thread and a connection pool each)
+
+
+@pytest.fixture(autouse=True)
+def _close_simulators():
+    yield
+    while SIMULATORS:
+        SIMULATORS.pop().close()
+
+
 def runner_for(tau2, script, final, user_replies, recorded_llm, settings=None):
     tokenizer = load_tokenizer()
     renderer = ChatRenderer(tokenizer)
@@ -66,6 +76,7 @@ def runner_for(tau2, script, final, user_replies, recorded_llm, settings=None):
     engine = ScriptedEngine(tokenizer, policy(script, final), renderer.stop_ids[0])
     settings = settings or RolloutSettings(max_turns=8, max_new_tokens=256, max_response_length=16384)
     user = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0))
+    SIMULATORS.append(user)
     return EpisodeRunner(engine, renderer, None, settings, tau2=tau2, user_simulator=user), server
 
 
@@ -125,12 +136,16 @@ def test_a_dead_worker_fails_its_episode_not_the_run_and_is_replaced(retail_samp
             return scripted(prompt)
 
         runner.engine.reply = killing
+        first_worker = pool.worker()
         [group] = runner.play([retail_sample], group_size=1)
         [episode] = group.episodes
         assert episode.finish_reason == "error" and "tau2 worker" in episode.error and episode.reward == 0.0
         runner.engine.reply = scripted
         [again] = runner.play([retail_sample], group_size=1)  # a new worker serves the next episodes
         assert again.episodes[0].reward == 1.0
+        assert first_worker.process.stdout.closed and first_worker.process.stdin.closed  # the dead one's pipes
+        last_worker = pool.worker()
+    assert last_worker.process.stdout.closed and last_worker.process.returncode == 0  # closed with the pool
 
 
 

@@ -25,9 +25,10 @@ def test_user_turns_are_observations_the_loss_does_not_see_and_the_state_decides
     renderer = ChatRenderer(tokenizer)
     turns = ["How many bags?", ORDER, "Your order is placed."]
     engine = ScriptedEngine(tokenizer, lambda prompt: turns[min(assistant_turns(prompt), 2)], renderer.stop_ids[0])
-    runner = EpisodeRunner(engine, renderer, sandbox, RolloutSettings(max_turns=6, max_new_tokens=64, reward="sample"),
-                           user_simulator=UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)))
-    [group] = runner.play([interactive_sample()], group_size=1)
+    with UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)) as user:
+        runner = EpisodeRunner(engine, renderer, sandbox,
+                               RolloutSettings(max_turns=6, max_new_tokens=64, reward="sample"), user_simulator=user)
+        [group] = runner.play([interactive_sample()], group_size=1)
     [episode] = group.episodes
     assert episode.finish_reason == "user_stop" and episode.user_stop == "###STOP###" and episode.user_turns == 2
     assert [m["role"] for m in episode.messages] == ["system", "user", "assistant", "user", "assistant", "tool",
@@ -46,9 +47,10 @@ def test_an_episode_that_never_orders_gets_no_reward(recorded_llm, sandbox):
     tokenizer = load_tokenizer()
     renderer = ChatRenderer(tokenizer)
     engine = ScriptedEngine(tokenizer, lambda prompt: "Sorry, I can't.", renderer.stop_ids[0])
-    runner = EpisodeRunner(engine, renderer, sandbox, RolloutSettings(max_turns=6, max_new_tokens=32),
-                           user_simulator=UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)))
-    [group] = runner.play([interactive_sample()], group_size=1)
+    with UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)) as user:
+        runner = EpisodeRunner(engine, renderer, sandbox, RolloutSettings(max_turns=6, max_new_tokens=32),
+                               user_simulator=user)
+        [group] = runner.play([interactive_sample()], group_size=1)
     assert group.episodes[0].finish_reason == "user_stop" and group.episodes[0].reward == 0.0
     assert group.episodes[0].reward_components["differences"] > 0
 

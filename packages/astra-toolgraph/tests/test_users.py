@@ -47,8 +47,8 @@ def test_the_sync_simulator_answers_from_worker_threads(recorded_llm):
     from concurrent.futures import ThreadPoolExecutor
 
     server = recorded_llm(replies=["Sure, it is ada@example.com."])
-    simulator = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0), max_tokens=16)
-    with ThreadPoolExecutor(2) as pool:
+    with (UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0), max_tokens=16) as simulator,
+          ThreadPoolExecutor(2) as pool):
         turns = list(pool.map(lambda _: simulator.reply({"instruction": "Buy coffee."},
                                                         [{"role": "assistant", "content": "Your email?"}]), range(2)))
     assert all(t.content == "Sure, it is ada@example.com." and t.stop is None for t in turns)
@@ -74,8 +74,8 @@ def test_a_user_with_tools_of_its_own_calls_them_through_act_then_writes(recorde
         return "Wi-Fi: ON"
 
     user = {"instruction": "Get online.", "tools": PHONE}
-    turn = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)).reply(
-        user, [{"role": "assistant", "content": "Please turn Wi-Fi on."}], act=act)
+    with UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)) as simulator:
+        turn = simulator.reply(user, [{"role": "assistant", "content": "Please turn Wi-Fi on."}], act=act)
     assert (turn.content, turn.stop) == ("Wi-Fi is on now.", None)
     assert acted == [("toggle_wifi", {"on": True}, "w1")]  # the malformed call never reaches the device
     assert [m["role"] for m in turn.device] == ["assistant", "tool", "assistant", "tool"]
@@ -94,15 +94,15 @@ def test_a_user_that_only_calls_tools_is_cut_off_and_ends_the_conversation(recor
     from astra_core.users import MAX_DEVICE_CALLS
 
     server = recorded_llm(replies=[wifi_call("w", "{}")])  # the same call, every time
-    turn = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)).reply(
-        {"instruction": "Get online.", "tools": PHONE}, [], act=lambda *_: "Wi-Fi: ON")
+    with UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)) as simulator:
+        turn = simulator.reply({"instruction": "Get online.", "tools": PHONE}, [], act=lambda *_: "Wi-Fi: ON")
     assert len(server.requests) == MAX_DEVICE_CALLS + 1
     assert len(turn.device) == 2 * MAX_DEVICE_CALLS and turn.stop == STOP and turn.content == ""
 
 
 def test_without_act_a_user_with_tools_is_asked_as_before(recorded_llm):
     server = recorded_llm(replies=["Hello."])
-    turn = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)).reply(
-        {"instruction": "Get online.", "tools": PHONE}, [])
+    with UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)) as simulator:
+        turn = simulator.reply({"instruction": "Get online.", "tools": PHONE}, [])
     assert turn.content == "Hello." and turn.device == () and "tools" not in server.requests[0]
     assert "act on your own device" not in server.requests[0]["messages"][0]["content"]

@@ -28,6 +28,7 @@ those calls reach tau2's evaluator, never the policy.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -118,13 +119,15 @@ class Tau2Worker:
         return self.process.poll() is None
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()
-                self.process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
+        """End the worker (it exits at the end of its input) and close both of its pipes."""
+        with contextlib.suppress(OSError):  # (it may be gone already: a broken pipe)
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
 
 
 @dataclass
@@ -183,6 +186,7 @@ class Tau2Pool:
             if self._worker is None or not self._worker.alive:
                 if self._worker is not None:
                     print("astra-grpo: the tau2 worker died; starting a new one", file=sys.stderr)
+                    self._worker.close()  # (its pipes)
                 self._worker = Tau2Worker(self.python)
             return self._worker
 
