@@ -1,8 +1,10 @@
 """The astra-sandbox command: in-process through click's runner (the jail is real either way), and
 `serve` as a real process answering real HTTP."""
 
+import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -80,6 +82,15 @@ def test_serve_answers_run_code_over_http(tmp_path):
         assert (status, result["status"], result["run_result"]["stdout"], result["id"]) == (200, "Success", "abab\n", 1)
         status, result = post(b"{not json")
         assert (status, result["status"]) == (400, "SandboxError")
+        status, result = post(b"")
+        assert (status, result["status"]) == (400, "SandboxError") and "the body is empty" in result["message"]
+        connection = http.client.HTTPConnection("127.0.0.1", int(port_file.read_text()), timeout=10)
+        connection.putrequest("POST", "/run_code")
+        connection.putheader("Content-Length", "ten")
+        connection.endheaders()
+        answer = connection.getresponse()
+        assert answer.status == 400 and "Content-Length 'ten' is not a number" in json.loads(answer.read())["message"]
+        connection.close()
         with urllib.request.urlopen(f"{base}/health", timeout=10) as response:
             assert json.loads(response.read()) == {"ok": True, "workers": 1, "jail": True}
     finally:
@@ -181,8 +192,6 @@ def test_serve_refuses_a_port_file_it_cannot_write_before_starting_its_pool(tmp_
 
 def test_serve_on_a_port_in_use_is_one_line_said_before_its_pool_starts():
     """It was a traceback (OSError: Address already in use), after the pool had started."""
-    import socket
-
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         done = subprocess.run([CLI, "serve", "--port", str(port)], capture_output=True, text=True, timeout=60)

@@ -39,12 +39,20 @@ def make_handler(pool: SessionPool) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/run_code":
                 self._send(404, {"error": f"no route POST {self.path} (use /run_code)"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
+            length = self.headers.get("Content-Length") or "0"
+            if not length.isdigit():
+                self._send(400, sandbox_error(f"Content-Length {length!r} is not a number of bytes"))
+                return
+            if int(length) > MAX_BODY:
                 self._send(413, sandbox_error(f"request body over {MAX_BODY} bytes"))
                 return
+            body = self.rfile.read(int(length))
+            if not body.strip():
+                self._send(400, sandbox_error('the body is empty: POST a run_code request, {"code": ..., '
+                                              '"language": "python"}'))
+                return
             try:
-                request = json.loads(self.rfile.read(length) or b"null")
+                request = json.loads(body)
             except ValueError as exc:
                 self._send(400, sandbox_error(f"the body is not JSON: {exc}"))
                 return
