@@ -9,7 +9,7 @@ import time
 
 import pytest
 from astra_sandbox import SandboxError, SessionPool
-from astra_sandbox.selftest import leftover_processes, settled_snapshot
+from astra_sandbox.selftest import IPC_OBJECTS, leftover_processes, settled_snapshot
 
 pytestmark = pytest.mark.nsjail
 
@@ -129,8 +129,9 @@ def broken_text():
 def fine():
     return "ok"
 
-def forged():  # its own reply frame, with a lone surrogate escaped in it, then gone
-    body = b'{"ok": true, "kind": "ok", "error": null, "output": "x\\udc80", "stdout": ""}'
+def forged(raw: bool = False):  # its own reply frame with a lone surrogate (escaped, or its UTF-8 bytes), then gone
+    text = b"x\xed\xb2\x80" if raw else b"x\\udc80"
+    body = b'{"ok": true, "kind": "ok", "error": null, "output": "' + text + b'", "stdout": ""}'
     os.write(4, struct.pack(">I", len(body)) + body)
     os._exit(0)
 '''
@@ -150,6 +151,8 @@ def test_values_that_cannot_be_shown_do_not_end_the_episode(pool):
         assert session.call("fine").output == "ok"
         assert session.state() == {"STATE": {"ratio": "nan", "limit": "inf"}}
         assert session.call("forged").output == "x?"
+    with pool.session(UNSHOWABLE) as session:
+        assert session.call("forged", {"raw": True}).output == "x?"
 
 
 def test_every_error_kind_is_an_observation(pool):
@@ -274,28 +277,12 @@ def look():
 def modules_before_import():
     return "fractions" in sys.modules
 
-IPC_KEY = 0x4A57  # System V key (and POSIX queue name) the next episode looks for
-CREATE = 0o1000 | 0o666  # IPC_CREAT, readable and writable by all
-
-def ipc_objects(create):
-    """The IPC objects of IPC_KEY this episode can reach (made first if `create`): a System V shared
-    memory segment, message queue and semaphore set, and a POSIX message queue."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    flags = CREATE if create else 0
-    reached = [name for name, args in (("shmget", (IPC_KEY, 4096, flags)), ("msgget", (IPC_KEY, flags)),
-                                       ("semget", (IPC_KEY, 1, flags))) if getattr(libc, name)(*args) >= 0]
-    queue_flags = os.O_RDWR | (os.O_CREAT if create else 0)
-    if libc.mq_open(b"/astra-trace", queue_flags, 0o666, None) >= 0:
-        reached.append("mq_open")
-    return reached
-
 def leave_ipc():
-    return ipc_objects(create=True)
+    return reach(create=True)
 
 def find_ipc():
-    return ipc_objects(create=False)
-'''
+    return reach(create=False)
+''' + IPC_OBJECTS  # the selftest's: reach(create) lists the IPC objects of a fixed key it reaches
 
 
 # Run as a child: become root of a new user namespace with a new IPC namespace, and set a limit of that.
