@@ -1,6 +1,8 @@
 """The LLM client against a real loopback HTTP server (astra_core.testing.RecordedLLM) serving recorded replies."""
 
 import asyncio
+import json
+import re
 import time
 
 import pytest
@@ -288,6 +290,74 @@ def test_tool_call_arguments_sent_as_an_object_are_read_as_their_json_text(recor
     reply = asyncio.run(ask(client(server)))
     assert [call["function"]["arguments"] for call in reply.tool_calls] == [
         '{"city":"Zürich","days":2}', "{}", '{"x": 1}']
+
+
+MALFORMED_CHAT_REPLIES = {  # what a proxy or another server's API may send as a 200 reply, and what the error names
+    "[1, 2]": "reply is not a JSON object",
+    '{"choices": {"message": {"content": "x"}}}': "`choices` that is not a list",
+    '{"choices": ["hello"]}': "choices[0] that is not an object",
+    '{"choices": [{"message": "hello"}]}': "choices[0].message that is not an object",
+    '{"choices": [{"message": {"content": 5}}]}': "choices[0].message.content that is neither text",
+    '{"choices": [{"message": {"tool_calls": {"function": {"name": "f"}}}}]}': "choices[0].message.tool_calls",
+    '{"choices": [{"message": {"tool_calls": ["f()"]}}]}': "choices[0].message.tool_calls",
+}
+
+
+@pytest.mark.parametrize("body", MALFORMED_CHAT_REPLIES)
+def test_a_reply_of_the_wrong_shape_is_an_llm_error_naming_the_field_and_is_not_cached(recorded_llm, tmp_path, body):
+    """A stage rejects the record with the LLMError's text (before: an AttributeError of whichever line read the
+    reply first); asked again, the endpoint is asked again (the bad reply was not cached)."""
+    server = recorded_llm(replies=["fine"], failures=[Failure(200, body=body)])
+    cache = str(tmp_path / "cache")
+    with pytest.raises(LLMError, match=re.escape(MALFORMED_CHAT_REPLIES[body])):
+        asyncio.run(ask(client(server, max_retries=0, cache_dir=cache)))
+    assert asyncio.run(ask(client(server, cache_dir=cache))).content == "fine"
+    assert len(server.chat_requests) == 2
+
+
+def test_content_as_a_list_of_parts_is_its_text_and_odd_usage_is_not_counted(recorded_llm):
+    """Recorded reply in the form of Mistral's API for reasoning models: the content is a list of parts (a thinking
+    part, then text parts); the answer is the text parts joined. A usage count that is no whole number is left out
+    of the accounting, not a crash of the request."""
+    content = [{"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+               {"type": "text", "text": "Oslo"}, {"type": "text", "text": "."}]
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": "many", "completion_tokens": 3}})
+    server = recorded_llm(failures=[Failure(200, body=body)])
+    llm = client(server)
+    assert asyncio.run(ask(llm)).content == "Oslo."
+    assert (llm.usage.prompt_tokens, llm.usage.completion_tokens) == (0, 3)
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    (lambda texts: [{"index": 0, "embedding": [1.0]}], "sent 1 embeddings for 3 inputs"),
+    (lambda texts: [{"index": 0, "embedding": [1.0]}] * 3, "indexes [0,0,0]"),
+    (lambda texts: [{"index": str(i), "embedding": [1.0]} for i in range(3)], "not each of 0..2 once"),
+    (lambda texts: [{"index": i, "embedding": [1.0] * (i + 1)} for i in range(3)], "of one length"),
+    (lambda texts: [{"index": i, "embedding": "AACAPw=="} for i in range(3)], "encoding_format"),
+    (lambda texts: {"0": [1.0]}, "no `data` list"),
+])
+def test_embeddings_that_do_not_match_the_inputs_one_to_one_are_an_llm_error(recorded_llm, data, error):
+    """A vector missing, repeated or of another length would silently give texts each other's embeddings (the
+    distractor pool's similarity bands are computed from them)."""
+    server = recorded_llm(embedding_data=data)
+
+    async def run():
+        async with client(server) as llm:
+            return await llm.embed(["a", "bbb", "cc"])
+
+    with pytest.raises(LLMError, match=re.escape(error)):
+        asyncio.run(run())
+
+
+def test_embeddings_without_indexes_are_taken_in_the_order_sent(recorded_llm):
+    server = recorded_llm(embedding_data=lambda texts: [{"embedding": [float(len(text))]} for text in texts])
+
+    async def run():
+        async with client(server) as llm:
+            return await llm.embed(["a", "bbb", "cc"])
+
+    assert asyncio.run(run()) == [[1.0], [3.0], [2.0]]
 
 
 async def checked(llm):

@@ -28,7 +28,8 @@ Reply = str | dict | Callable[[dict], "str | dict | Failure"]
 
 @dataclass
 class Failure:
-    """A deliberate failure: an HTTP status (with optional Retry-After), or a stall of `sleep` seconds."""
+    """A deliberate failure: an HTTP status (with optional Retry-After), a stall of `sleep` seconds, or (status 200)
+    a reply `body` of the wrong shape."""
 
     status: int = 503
     retry_after: float | None = None
@@ -47,6 +48,7 @@ class RecordedLLM:
     replies: list[Reply] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     embeddings: Callable[[str], list[float]] | None = None
+    embedding_data: Callable[[list[str]], Any] | None = None  # the whole `data` for the inputs (a wrong reply)
     model_name: str = "recorded"
     lists_models: bool = True  # False: GET /models is a 404, as on servers without the route
     requests: list[dict] = field(default_factory=list)
@@ -110,6 +112,8 @@ class RecordedLLM:
                     recorder.requests.append(body)
                     vectors = [recorder.embeddings(text) for text in body["input"]] if recorder.embeddings else []
                     data = [{"index": i, "embedding": v, "object": "embedding"} for i, v in enumerate(vectors)]
+                    if recorder.embedding_data is not None:
+                        data = recorder.embedding_data(body["input"])
                     self._send(200, json.dumps({"object": "list", "data": data}))
                     return
                 outcome = recorder._next(body)

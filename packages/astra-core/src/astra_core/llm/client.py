@@ -14,8 +14,10 @@ started on 127.0.0.1 (needs the `local` extra).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -99,14 +101,19 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def add(self, usage: dict | None) -> None:
-        if usage:
-            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-            self.completion_tokens += int(usage.get("completion_tokens") or 0)
+    def add(self, usage: Any) -> None:
+        """Count a reply's `usage` (a count the endpoint leaves out, or sends as no whole number, is not counted)."""
+        if isinstance(usage, dict):
+            self.prompt_tokens += _count(usage.get("prompt_tokens"))
+            self.completion_tokens += _count(usage.get("completion_tokens"))
 
     def __str__(self) -> str:
         return (f"{self.requests} requests ({self.cached} cached, {self.retries} retries), "
                 f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass
@@ -162,14 +169,52 @@ def refuses_null_content(status: int | None, reply: str, request: dict | None) -
             and has_null_content(request.get("messages") or []))
 
 
-def _arguments_as_text(message: dict) -> None:
-    """Tool-call arguments are a JSON string in the OpenAI API; a server that sends an object, or none, is read as
-    if it had sent that object's text (every consumer parses a string)."""
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict) and not isinstance(function.get("arguments"), str):
-            arguments = function.get("arguments")
-            function["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
+def _checked_choices(raw: Any) -> list[dict]:
+    """The choices of a chat reply, each with a `message` whose content is text or null and whose tool calls are a
+    list of calls with a `function` object. A server whose reply has another shape is an LLMError saying which
+    field (the record is rejected with it, not with a TypeError of whichever consumer read it first). Two forms of
+    other servers are read as the OpenAI API's: content as a list of parts (Mistral's API) is their text joined,
+    and tool-call arguments sent as an object, or none, are that object's JSON text (every consumer parses a
+    string)."""
+    if not isinstance(raw, dict):
+        raise LLMError(f"the endpoint's reply is not a JSON object: {_excerpt(raw)}")
+    choices = raw.get("choices")
+    if not choices:
+        raise LLMError(f"endpoint returned no choices: {_excerpt(raw)}")
+    if not isinstance(choices, list):
+        raise LLMError(f"the endpoint's reply has `choices` that is not a list: {_excerpt(raw)}")
+    for index, choice in enumerate(choices):
+        where = f"the endpoint's reply has choices[{index}]"
+        if not isinstance(choice, dict):
+            raise LLMError(f"{where} that is not an object: {_excerpt(choice)}")
+        message = choice.setdefault("message", {})
+        if message is None:
+            message = choice["message"] = {}
+        if not isinstance(message, dict):
+            raise LLMError(f"{where}.message that is not an object: {_excerpt(message)}")
+        message["content"] = _content_text(message.get("content"), f"{where}.message.content")
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(
+                isinstance(call, dict) and isinstance(call.get("function"), dict) for call in calls)):
+            raise LLMError(f"{where}.message.tool_calls that is not a list of calls with a `function` object: "
+                           f"{_excerpt(calls)}")
+        for call in calls or []:
+            arguments = call["function"].get("arguments")
+            if not isinstance(arguments, str):
+                call["function"]["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
+    return choices
+
+
+def _content_text(content: Any, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "".join(part["text"] for part in content if isinstance(part.get("text"), str))
+    raise LLMError(f"{where} that is neither text nor a list of parts: {_excerpt(content)}")
+
+
+def _excerpt(value: Any) -> str:
+    return orjson.dumps(value, default=str).decode()[:300]
 
 
 def refuses_a_field(status: int | None, reply: str, request: dict | None) -> bool:
@@ -318,10 +363,12 @@ class LLMClient:
             http = await self._client()
             async with self._semaphore:
                 listing = await self._send_with_retries(http, "GET", "models", None)
-            models = listing.get("data") or []
-            if not models:
-                raise LLMError(f"{self.config.base_url}/models lists no model; set ASTRA_LLM_MODEL")
-            self._model = models[0]["id"]
+            models = listing.get("data") if isinstance(listing, dict) else None
+            first = models[0] if isinstance(models, list) and models else None
+            if not isinstance(first, dict) or not isinstance(first.get("id"), str):
+                raise LLMError(f"{self.config.base_url}/models lists no model ({_excerpt(listing)}); set "
+                               f"ASTRA_LLM_MODEL")
+            self._model = first["id"]
         return self._model
 
     async def check(self) -> str:
@@ -341,7 +388,9 @@ class LLMClient:
                 # any other error is an answer all the same
         return self._model
 
-    async def _request(self, method: str, path: str, body: dict) -> dict:
+    async def _request(self, method: str, path: str, body: dict, check: Callable[[Any], Any]) -> dict:
+        """The endpoint's reply, once `check` (raising LLMError on a reply of the wrong shape) has passed it: only
+        such a reply is cached."""
         http = await self._client()
         key = None
         if self._cache is not None:
@@ -350,11 +399,13 @@ class LLMClient:
             if hit is not None:
                 self.usage.requests += 1
                 self.usage.cached += 1
+                check(hit)
                 return hit
         async with self._semaphore:
             reply = await self._send_with_retries(http, method, path, body)
         self.usage.requests += 1
-        self.usage.add(reply.get("usage"))
+        self.usage.add(reply.get("usage") if isinstance(reply, dict) else None)
+        check(reply)
         if key is not None:
             self._cache.put(key, reply)
         return reply
@@ -427,19 +478,17 @@ class LLMClient:
             body["tools"] = openai_tools(tools, strip=strip_tools)
         body.update({k: v for k, v in params.items() if v is not None})
         try:
-            raw = await self._request("POST", "chat/completions", body)
+            raw = await self._request("POST", "chat/completions", body, _checked_choices)
         except LLMError as exc:
             if not refuses_null_content(exc.status, exc.body or "", body):
                 raise
             self._null_content_as_text = True  # this endpoint takes "" only, from now on
-            raw = await self._request("POST", "chat/completions", {**body, "messages": null_content_as_text(messages)})
-        choices = raw.get("choices") or []
-        if not choices:
-            raise LLMError(f"endpoint returned no choices: {str(raw)[:300]}")
-        for choice in choices:
-            _arguments_as_text(choice.get("message") or {})
-        return ChatResponse(message=choices[0].get("message") or {}, choices=choices, usage=raw.get("usage") or {},
-                            raw=raw)
+            raw = await self._request("POST", "chat/completions", {**body, "messages": null_content_as_text(messages)},
+                                      _checked_choices)
+        choices = raw["choices"]
+        usage = raw.get("usage")
+        return ChatResponse(message=choices[0]["message"], choices=choices,
+                            usage=usage if isinstance(usage, dict) else {}, raw=raw)
 
     async def chat_json(self, messages: list[dict], schema: dict, *, name: str = "reply", attempts: int = 3,
                         **params: Any) -> tuple[Any, ChatResponse]:
@@ -492,7 +541,34 @@ class LLMClient:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), batch_size):
             body = {"model": model or await self.model(), "input": texts[start:start + batch_size]}
-            raw = await self._request("POST", "embeddings", body)
-            ordered = sorted(raw.get("data") or [], key=lambda item: item["index"])
-            vectors.extend(item["embedding"] for item in ordered)
+            check = functools.partial(_checked_embeddings, asked=len(body["input"]))
+            vectors.extend(check(await self._request("POST", "embeddings", body, check)))
         return vectors
+
+
+def _checked_embeddings(raw: Any, asked: int) -> list[list[float]]:
+    """The vectors of an embeddings reply in input order: exactly one per input, every `index` from 0 once (or, in a
+    reply without indexes, in the order sent), all of one length. Anything else is an LLMError: a vector missing or
+    out of place would give another text's embedding to every text after it."""
+    data = raw.get("data") if isinstance(raw, dict) else None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise LLMError(f"the endpoint's embeddings reply has no `data` list of objects: {_excerpt(raw)}")
+    if len(data) != asked:
+        raise LLMError(f"the endpoint sent {len(data)} embeddings for {asked} inputs")
+    indexes = [item.get("index") for item in data]
+    if all(index is None for index in indexes):
+        indexes = list(range(asked))
+    if not all(_is_number(index) and isinstance(index, int) for index in indexes) or sorted(indexes) != list(range(asked)):
+        raise LLMError(f"the endpoint's embeddings have indexes {_excerpt(indexes)}, not each of 0..{asked - 1} once")
+    vectors: list = [None] * asked
+    for index, item in zip(indexes, data, strict=True):
+        vectors[index] = item.get("embedding")
+    lengths = {len(v) if isinstance(v, list) and all(_is_number(x) for x in v) else -1 for v in vectors}
+    if -1 in lengths or len(lengths) != 1 or 0 in lengths:
+        raise LLMError("the endpoint's embeddings are not lists of numbers of one length (an `encoding_format` "
+                       "other than float?)")
+    return vectors
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
