@@ -292,6 +292,17 @@ def test_tool_call_arguments_sent_as_an_object_are_read_as_their_json_text(recor
         '{"city":"Zürich","days":2}', "{}", '{"x": 1}']
 
 
+def test_tool_calls_without_an_id_get_one_each(recorded_llm):
+    """Recorded reply of a server that leaves out the calls' ids (or sends a number): a tool result answers a call
+    by its id, so each gets one, unique in the reply."""
+    server = recorded_llm(replies=[{"role": "assistant", "content": None, "tool_calls": [
+        {"type": "function", "function": {"name": "a", "arguments": "{}"}},
+        {"id": 7, "type": "function", "function": {"name": "b", "arguments": "{}"}},
+        {"id": "kept", "type": "function", "function": {"name": "c", "arguments": "{}"}}]}])
+    reply = asyncio.run(ask(client(server)))
+    assert [call["id"] for call in reply.tool_calls] == ["call_0_0", "call_0_1", "kept"]
+
+
 MALFORMED_CHAT_REPLIES = {  # what a proxy or another server's API may send as a 200 reply, and what the error names
     "[1, 2]": "reply is not a JSON object",
     '{"choices": {"message": {"content": "x"}}}': "`choices` that is not a list",
@@ -300,6 +311,7 @@ MALFORMED_CHAT_REPLIES = {  # what a proxy or another server's API may send as a
     '{"choices": [{"message": {"content": 5}}]}': "choices[0].message.content that is neither text",
     '{"choices": [{"message": {"tool_calls": {"function": {"name": "f"}}}}]}': "choices[0].message.tool_calls",
     '{"choices": [{"message": {"tool_calls": ["f()"]}}]}': "choices[0].message.tool_calls",
+    '{"choices": [{"message": {"tool_calls": [{"function": {"arguments": "{}"}}]}}]}': "choices[0].message.tool_calls",
 }
 
 

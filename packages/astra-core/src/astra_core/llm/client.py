@@ -171,11 +171,12 @@ def refuses_null_content(status: int | None, reply: str, request: dict | None) -
 
 def _checked_choices(raw: Any) -> list[dict]:
     """The choices of a chat reply, each with a `message` whose content is text or null and whose tool calls are a
-    list of calls with a `function` object. A server whose reply has another shape is an LLMError saying which
-    field (the record is rejected with it, not with a TypeError of whichever consumer read it first). Two forms of
-    other servers are read as the OpenAI API's: content as a list of parts (Mistral's API) is their text joined,
-    and tool-call arguments sent as an object, or none, are that object's JSON text (every consumer parses a
-    string)."""
+    list of calls with a `function` object naming it, each with an id. A server whose reply has another shape is an
+    LLMError saying which field (the record is rejected with it, not with a TypeError of whichever consumer read it
+    first). Three forms of other servers are read as the OpenAI API's: content as a list of parts (Mistral's API)
+    is their text joined; tool-call arguments sent as an object, or none, are that object's JSON text (every
+    consumer parses a string); a call without an id (or with one that is not text) gets `call_<choice>_<call>` (a
+    tool result answers a call by its id)."""
     if not isinstance(raw, dict):
         raise LLMError(f"the endpoint's reply is not a JSON object: {_excerpt(raw)}")
     choices = raw.get("choices")
@@ -195,13 +196,16 @@ def _checked_choices(raw: Any) -> list[dict]:
         message["content"] = _content_text(message.get("content"), f"{where}.message.content")
         calls = message.get("tool_calls")
         if calls is not None and not (isinstance(calls, list) and all(
-                isinstance(call, dict) and isinstance(call.get("function"), dict) for call in calls)):
-            raise LLMError(f"{where}.message.tool_calls that is not a list of calls with a `function` object: "
-                           f"{_excerpt(calls)}")
-        for call in calls or []:
+                isinstance(call, dict) and isinstance(call.get("function"), dict)
+                and isinstance(call["function"].get("name"), str) for call in calls)):
+            raise LLMError(f"{where}.message.tool_calls that is not a list of calls with a `function` object naming "
+                           f"it: {_excerpt(calls)}")
+        for number, call in enumerate(calls or []):
             arguments = call["function"].get("arguments")
             if not isinstance(arguments, str):
                 call["function"]["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
+            if not isinstance(call.get("id"), str) or not call["id"]:  # tool results answer a call by its id
+                call["id"] = f"call_{index}_{number}"
     return choices
 
 
