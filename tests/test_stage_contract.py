@@ -1,5 +1,6 @@
 """Every stage command of every package, fed bad input the ways users feed it: invalid JSON, a line that is
-not an object, a wrong-typed field (an id that is a list, a meta that is a string), a byte-order mark, CRLF,
+not an object, a wrong-typed field (an id that is a list, a meta that is a string, a good record whose meta.provenance is
+not a list of steps), a byte-order mark, CRLF,
 a 5 MB line, duplicate ids, a good line then bad ones; with and without --skip-bad. Always a one-line error naming the line, or a counted reject with
 its source: never a traceback, never a silent skip or a score. LLM stages talk to a recorded endpoint."""
 
@@ -53,8 +54,43 @@ def side_files(spec, tmp_path) -> list[str]:
     return args
 
 
+def _scorable() -> dict:
+    return {**example("trajectory"), "job": example("rl_sample")["job"]}
+
+
+# A record for each command that reads a schema of its own rather than a record kind (by the schema's title).
+SCHEMA_EXAMPLES = {
+    "scorable conversation": _scorable,
+    "state check": lambda: {"id": "s1", "final_state": {"a": 1}, "expected_state": {"a": 2}},
+    "run_code request": lambda: {"id": "r1", "code": "print(1)"},
+    "knowledge row": lambda: {"id": "k1", "domain": "geography", "question": "What is the capital of Norway?"},
+    "entity row": lambda: {"id": "e1"},
+    "tool_chain or tool_server": lambda: example("tool_chain"),
+    "domain": lambda: example("environment"),
+}
+
+
+def good_record_of(spec) -> dict | None:
+    if isinstance(spec.reads, str):
+        return example(spec.reads)
+    make = SCHEMA_EXAMPLES.get(spec.reads_name)
+    return make() if make else None
+
+
 def good_record(spec) -> bytes | None:
-    return json.dumps(example(spec.reads)).encode() + b"\n" if isinstance(spec.reads, str) else None
+    record = good_record_of(spec)
+    return json.dumps(record).encode() + b"\n" if record is not None else None
+
+
+def with_bad_meta(spec) -> list[bytes]:
+    """The good record (under new ids) with a `meta` the stage cannot stamp its provenance step into: it passes
+    every schema of the stage's own, so only the shared check stands between it and the stamping."""
+    record = good_record_of(spec)
+    if record is None:
+        return []
+    metas = [{"provenance": "x"}, {"provenance": [None]}, {"parent_id": ["a"]}]
+    return [json.dumps({**record, "id": f"{record.get('id', 'r')}-meta{n}", "meta": meta}).encode() + b"\n"
+            for n, meta in enumerate(metas)]
 
 
 @pytest.mark.parametrize(("tool", "path", "spec"), STAGES, ids=IDS)
@@ -70,14 +106,15 @@ def test_a_bad_line_stops_the_stage_with_its_line_named(tool, path, spec, tmp_pa
 @pytest.mark.parametrize(("tool", "path", "spec"), STAGES, ids=IDS)
 def test_with_skip_bad_every_bad_line_is_a_counted_reject_with_its_source(tool, path, spec, tmp_path):
     good = good_record(spec)
-    lines = ([good] if good else []) + BAD_LINES + ([good] if good else [])  # a good line, bad ones, its duplicate
+    bad_lines = BAD_LINES + with_bad_meta(spec)
+    lines = ([good] if good else []) + bad_lines + ([good] if good else [])  # a good line, bad ones, its duplicate
     inputs = tmp_path / "in.jsonl"
     inputs.write_bytes(b"".join(lines))
     rejects = tmp_path / "rejects.jsonl"
     result = invoke(tool, path, [str(inputs), "--skip-bad", "--rejects", str(rejects)], b"", spec, tmp_path)
     assert result.exit_code in (0, 3), result.output[-2000:]
     entries = [json.loads(line) for line in rejects.read_text().splitlines()]
-    bad_sources = {f"{inputs}:{n}" for n in range(1 + bool(good), 1 + bool(good) + len(BAD_LINES))}
+    bad_sources = {f"{inputs}:{n}" for n in range(1 + bool(good), 1 + bool(good) + len(bad_lines))}
     assert bad_sources <= {e.get("source") for e in entries}
     if good:
         duplicate = f"{inputs}:{len(lines)}"

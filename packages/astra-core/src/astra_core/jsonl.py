@@ -182,14 +182,27 @@ def not_jsonl_hint(raw: bytes, *, error: ValueError | None = None, value: object
 
 def _check_shared_fields(record: dict, source: str, lineno: int, raw: bytes) -> None:
     """The two fields every record may carry, whatever its kind: stages key records by `id` (--shard, --resume,
-    duplicates) and append to `meta`, so a wrong type there is bad input of any kind."""
+    duplicates) and append to `meta` (a step to `meta.provenance`, `meta.parent_id`), so a wrong type there is
+    bad input of any kind."""
     record_id = record.get("id")
+
+    def malformed(problem: str, field: str) -> MalformedLine:
+        return MalformedLine(problem, source=source, lineno=lineno, text=raw, record_id=record_id, field=field)
+
     if record_id is not None and not (isinstance(record_id, str) and record_id):
-        raise MalformedLine(f"must be a non-empty string, got {_shown(record_id)}", source=source,
-                            lineno=lineno, text=raw, field="id")
-    if "meta" in record and not isinstance(record["meta"], dict):
-        raise MalformedLine(f"must be an object, got {_shown(record['meta'])}", source=source,
-                            lineno=lineno, text=raw, record_id=record_id, field="meta")
+        raise malformed(f"must be a non-empty string, got {_shown(record_id)}", "id")
+    meta = record.get("meta", {})
+    if not isinstance(meta, dict):
+        raise malformed(f"must be an object, got {_shown(meta)}", "meta")
+    steps = meta.get("provenance", [])
+    if not isinstance(steps, list):
+        raise malformed(f"must be an array of provenance steps, got {_shown(steps)}", "meta.provenance")
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict):
+            raise malformed(f"must be an object (a provenance step), got {_shown(step)}", f"meta.provenance[{index}]")
+    parent_id = meta.get("parent_id")
+    if parent_id is not None and not isinstance(parent_id, str):
+        raise malformed(f"must be a string, got {_shown(parent_id)}", "meta.parent_id")
 
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean"}
