@@ -67,6 +67,8 @@ SCHEMA_EXAMPLES = {
     "entity row": lambda: {"id": "e1"},
     "tool_chain or tool_server": lambda: example("tool_chain"),
     "domain": lambda: example("environment"),
+    "built environment": lambda: example("environment"),
+    "built environment with its parts": lambda: example("environment"),
 }
 
 

@@ -182,6 +182,22 @@ def test_export_of_a_wrong_typed_environment_names_its_line_and_field(cli, built
     assert "<stdin>:1" in result.stderr and "field tools" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(("command", "needs"), [("export", ["instance"]), ("merge", ["instance", "subenvs"])])
+def test_an_environment_not_built_by_build_env_is_malformed_naming_what_it_lacks(cli, built, tmp_path, command,
+                                                                                   needs):
+    """An environment written by hand (astra-sandbox and the engine take those) has no `instance` or `subenvs`:
+    export and merge reject it as malformed, saying which, not with a KeyError of the first line that read it."""
+    env = read(built / "merged.jsonl")[0]
+    no_mixing = ["--mixing", "none"] if command == "export" else []
+    for field in needs:
+        hand_made = {key: value for key, value in env.items() if key != field}
+        result = cli(command, "-", *no_mixing, "--skip-bad", "--rejects", tmp_path / "rej.jsonl",
+                     input=json.dumps(hand_made) + "\n")
+        assert result.exit_code in (0, 3), result.stderr
+        [reject] = read(tmp_path / "rej.jsonl")
+        assert reject["reason"].startswith("malformed") and f"'{field}' is a required property" in reject["reason"]
+
+
 def test_export_from_stdin_rejects_a_broken_line_with_its_source_and_counts_it(cli, built, tmp_path):
     envs = (built / "merged.jsonl").read_bytes().splitlines(keepends=True)
     data = envs[0] + b"{broken\n" + b"".join(envs[1:])

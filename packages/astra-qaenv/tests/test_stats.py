@@ -56,12 +56,14 @@ def test_plot_handles_an_empty_summary(tmp_path):
 
 def test_every_documented_kind_is_described_even_without_hop_levels(tmp_path, cli):
     """The formats.md examples: an rl_sample whose job has no hop_level or dependency and an environment without its
-    instance count as samples; only the figures they cannot give leave them out."""
+    instance (one written by hand, not by build-env) count as samples; only the figures they cannot give leave them
+    out."""
     import json
 
     from astra_core.formats_doc import example
 
-    path = write(tmp_path / "mixed.jsonl", [example("qa_instance"), example("environment"), example("rl_sample")])
+    environment = {k: v for k, v in example("environment").items() if k not in ("instance", "subenvs")}  # hand-made
+    path = write(tmp_path / "mixed.jsonl", [example("qa_instance"), environment, example("rl_sample")])
     result = cli("stats", path, "-o", tmp_path / "s.json")
     assert result.exit_code == 0, result.stderr
     summary = json.loads((tmp_path / "s.json").read_text())

@@ -186,11 +186,13 @@ def _check_shared_fields(record: dict, source: str, lineno: int, raw: bytes) -> 
     bad input of any kind."""
     record_id = record.get("id")
 
+    if record_id is not None and not (isinstance(record_id, str) and record_id):
+        raise MalformedLine(f"must be a non-empty string, got {_shown(record_id)}", source=source, lineno=lineno,
+                            text=raw, field="id")
+
     def malformed(problem: str, field: str) -> MalformedLine:
         return MalformedLine(problem, source=source, lineno=lineno, text=raw, record_id=record_id, field=field)
 
-    if record_id is not None and not (isinstance(record_id, str) and record_id):
-        raise malformed(f"must be a non-empty string, got {_shown(record_id)}", "id")
     meta = record.get("meta", {})
     if not isinstance(meta, dict):
         raise malformed(f"must be an object, got {_shown(meta)}", "meta")

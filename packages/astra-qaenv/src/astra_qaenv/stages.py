@@ -48,6 +48,22 @@ KNOWLEDGE_ROW = {
                    "knowledge_corpus": {"type": "string"}, "question": {"type": "string"}},
 }
 
+BUILT_ENVIRONMENT = {
+    "title": "built environment",
+    "description": "An environment written by `astra-qaenv build-env` (or `merge`): with the instance it answers "
+                   "(`instance`), which export turns into the sample's prompt and job.",
+    "allOf": [{"$ref": "https://astra-toolkit.dev/schemas/environment.json"}],
+    "required": ["instance"],
+}
+
+MERGEABLE_ENVIRONMENT = {
+    "title": "built environment with its parts",
+    "description": "An environment written by `astra-qaenv build-env`: with the instance it answers (`instance`) and "
+                   "its tools' parts (`subenvs`), which merge groups and rebuilds.",
+    "allOf": [{"$ref": "https://astra-toolkit.dev/schemas/environment.json"}],
+    "required": ["instance", "subenvs"],
+}
+
 ENTITY_ROW = {
     "title": "entity row",
     "description": "A start entity of the knowledge base's walks: a row of its entities.jsonl (only `id` is read).",
