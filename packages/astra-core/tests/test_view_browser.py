@@ -155,14 +155,20 @@ def test_verdicts_judge_errors_and_the_eval_item_link(browser, tmp_path):
     assert page.errors == []
 
 
-def test_environment_code_is_highlighted_and_its_checks_shown(browser, tmp_path):
+def test_environment_code_is_highlighted_its_checks_question_and_parts_shown(browser, tmp_path):
     page = shots.open_report(browser, report(tmp_path, write_lines(tmp_path / "e.jsonl", example("environment"))),
                              "/entry/0")
-    code = page.locator("pre.code")
+    code = page.locator("pre.code").first  # the module's code; each part's own is folded in the parts table
     expect(code).to_contain_text("def get_capital(country):")
     assert code.locator(".tok-keyword").all_inner_texts()[:2] == ["def", "return"]
     assert "'norway'" in code.locator(".tok-string").all_inner_texts()
     expect(page.locator("table.calls .badge.good")).to_have_count(2)
+    # what build-env keeps of the instance, and the parts merge groups (they were a JSON dump under "other fields")
+    expect(page.locator("blockquote.question")).to_have_text("What is the population of the capital of Norway?")
+    expect(page.locator("ul.tree ul.tree")).to_contain_text("What is the population of Oslo? → 709,000")
+    expect(page.locator("table.parts tbody tr")).to_have_count(2)
+    expect(page.locator("table.parts tbody tr").nth(1)).to_contain_text("get_population")
+    assert page.get_by_text("other fields").count() == 0
 
 
 def test_hostile_content_is_shown_as_text_and_never_runs(browser, tmp_path):

@@ -499,6 +499,15 @@
     }), "grid calls");
   }
 
+  function subenvsTable(subenvs) {
+    if (!Array.isArray(subenvs)) return jsonBlock(subenvs);
+    return table(["tool", "implemented by", "answers sub-questions", "code"], subenvs.map(obj).map((part) => [
+      h("code", null, show(toolName(part.tool))), h("code", null, show(part.impl)),
+      list(part.calls).map((c) => show(obj(c).sub_id)).join(", "),
+      h("details", null, h("summary", null, `${String(part.code || "").trimEnd().split("\n").length} lines`), pythonCode(part.code))]),
+    "grid parts");
+  }
+
   function planRevision(rev) {
     const outcome = rev.outcome && typeof rev.outcome === "object" ? rev.outcome : null;
     return h("details", {class: "revision", open: true},
@@ -559,12 +568,18 @@
       section("decomposition", decompositionTree(r.decomposition_trace)),
       r.knowledge != null ? section("knowledge", typeof r.knowledge === "string" ? longText(r.knowledge) : jsonBlock(r.knowledge)) : null,
       scoresPanel(r.scores)]},
-    environment: {keys: ["instance_id", "tools", "code", "requirements", "verified_calls"], render: (r) => [
-      fields([["Q–A instance", refLink(r.instance_id, ["qa_instance"])],
-        ["requirements", Array.isArray(r.requirements) ? (r.requirements.join(", ") || "none") : r.requirements]]),
-      section("verification (tool calls replayed against the code)", verifiedCalls(r.verified_calls)),
-      section("code", pythonCode(r.code)),
-      section(`tools (${list(r.tools).length})`, toolsTable(r.tools))]},
+    environment: {keys: ["instance_id", "tools", "code", "requirements", "verified_calls", "instance", "subenvs"], render: (r) => {
+      const instance = r.instance == null ? null : obj(r.instance);  // what build-env keeps of the Q–A instance
+      return [
+        instance ? h("blockquote", {class: "question"}, longText(instance.main_question)) : null,
+        fields([["Q–A instance", refLink(r.instance_id, ["qa_instance"])], ["final answer", instance && instance.final_answer],
+          ["requirements", Array.isArray(r.requirements) ? (r.requirements.join(", ") || "none") : r.requirements]]),
+        instance ? section("decomposition", decompositionTree(instance.decomposition_trace)) : null,
+        section("verification (tool calls replayed against the code)", verifiedCalls(r.verified_calls)),
+        section("code", pythonCode(r.code)),
+        section(`tools (${list(r.tools).length})`, toolsTable(r.tools)),
+        r.subenvs != null ? section(`parts (${list(r.subenvs).length}: one per tool, what merge groups)`, subenvsTable(r.subenvs)) : null];
+    }},
     eval_result: {keys: ["benchmark", "category", "item_id", "trial", "success", "score", "messages", "details", "error"], render: (r, e) => {
       const linked = store.sameId(e.id, ["trajectory", "rollout"], e.i);
       const trials = store.summaries.filter((s) => s.kind === "eval_result" && s.i !== e.i && s.title === e.title && s.title);
