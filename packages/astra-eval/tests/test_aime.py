@@ -6,7 +6,7 @@ import time
 
 import pytest
 from astra_core.testing import Failure, closed_port
-from astra_eval.aime import extract_answer, grade, last_boxed, problems
+from astra_eval.aime import SEED_STRIDE, extract_answer, grade, last_boxed, problems
 from eval_helpers import cli, records
 
 
@@ -54,6 +54,22 @@ def test_run_uses_both_settings_and_averages_samples(tmp_path, recorded_llm):
     assert sampling == {(0.6, 0.95, 20, 1, 11), (0.6, 0.95, -1, 1, 11)}
     table = cli("summary", str(out)).stdout
     assert "AIME2024" in table and "50.00" in table  # final = mean of the two settings (100 and 0)
+
+
+def test_an_endpoint_that_ignores_n_is_asked_again_for_the_samples_it_did_not_send(tmp_path, recorded_llm):
+    """The recorded endpoint sends one choice whatever n asks (as llama.cpp's and TGI's servers do): the score is
+    still the pass rate over --samples samples, from further requests with other seeds, not over the one sent."""
+    expected = problems("aime2024")[next(iter(problems("aime2024")))]["answer"]
+    server = recorded_llm(replies=[f"\\boxed{{{expected}}}", "\\boxed{-1}", f"\\boxed{{{expected}}}"])
+    out = tmp_path / "aime.jsonl"
+    cli("run", "aime", "--year", "aime2024", "--setting", "topk20", "--limit", "1", "--samples", "3", "--seed", "11",
+        "--base-url", server.base_url, "-o", str(out))
+    [result] = records(out)
+    assert result["details"]["n"] == 3 and result["details"]["requests"] == 3
+    assert [s["answer"] for s in result["details"]["samples"]] == [int(expected), -1, int(expected)]
+    assert result["score"] == pytest.approx(2 / 3)
+    assert [(r["n"], r["seed"]) for r in server.chat_requests] == [(3, 11), (2, 11 + SEED_STRIDE),
+                                                                   (1, 11 + 2 * SEED_STRIDE)]
 
 
 def test_resume_skips_finished_items_and_timeouts_are_recorded_as_failures(tmp_path, recorded_llm):

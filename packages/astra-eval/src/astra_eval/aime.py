@@ -94,17 +94,34 @@ def grade(texts: list[str], reference: str) -> list[dict]:
     return graded
 
 
+# A later request for the samples still missing gets seed + this times its number (the same seed would give the
+# same samples again).
+SEED_STRIDE = 1_000_003
+
+
+async def sample(client, messages: list[dict], params: dict, samples: int) -> tuple[list[dict], int]:
+    """`samples` choices: from one request with n = samples, topped up by further requests for the rest when the
+    endpoint sends fewer (llama.cpp's and TGI's servers ignore n and send one). Returns (choices, requests)."""
+    choices: list[dict] = []
+    requests = 0
+    while len(choices) < samples:
+        seed = params["seed"] if params["seed"] is None else params["seed"] + requests * SEED_STRIDE
+        reply = await client.chat(messages, **{**params, "n": samples - len(choices), "seed": seed})
+        requests += 1
+        choices += reply.choices[:samples - len(choices)]
+    return choices, requests
+
+
 async def run_item(item: dict, client, *, samples: int, max_tokens: int | None) -> dict:
-    """All samples of one problem under one setting, from one request with n = samples."""
+    """All samples of one problem under one setting (one request with n = samples, if the endpoint honours n)."""
     problem = problems(item["category"])[item["item_id"]]
     messages = [{"role": "user", "content": PROMPT.format(problem=problem["problem"])}]
-    params = {**SETTINGS[item["setting"]], "n": samples, "seed": item.get("seed"), "max_tokens": max_tokens}
-    reply = await client.chat(messages, **params)
-    texts = [(choice.get("message") or {}).get("content") or "" for choice in reply.choices]
-    graded = grade(texts, problem["answer"])
-    for sample, choice in zip(graded, reply.choices, strict=False):
-        sample["finish_reason"] = choice.get("finish_reason")
-    rate = sum(s["correct"] for s in graded) / len(graded) if graded else 0.0
+    params = {**SETTINGS[item["setting"]], "seed": item.get("seed"), "max_tokens": max_tokens}
+    choices, requests = await sample(client, messages, params, samples)
+    graded = grade([choice["message"].get("content") or "" for choice in choices], problem["answer"])
+    for graded_sample, choice in zip(graded, choices, strict=True):
+        graded_sample["finish_reason"] = choice.get("finish_reason")
+    rate = sum(s["correct"] for s in graded) / len(graded)
     details = {"reference": problem["answer"], "setting": item["setting"], "sampling": SETTINGS[item["setting"]],
-               "n": len(graded), "pass_rate": rate, "samples": graded}
+               "n": len(graded), "requests": requests, "pass_rate": rate, "samples": graded}
     return eval_result(item, success=rate >= 0.5, score=rate, messages=messages, details=details)

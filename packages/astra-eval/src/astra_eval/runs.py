@@ -158,7 +158,8 @@ class AimeConfig(RunConfig):  # the decoding settings fix the sampling: no --top
     years: list[str] = knob([], f"AIME years: {' | '.join(AIME_YEARS)} (none: both).", flag="year")
     settings: list[str] = knob([], "Decoding settings: temperature 0.6, top-p 0.95, top-k 20 (topk20) or none "
                                    "(topk-1) (none: both).", flag="setting")
-    samples: int = knob(32, "Samples per problem (one request, n=).", minimum=1)
+    samples: int = knob(32, "Samples per problem (one request with n=, topped up by more requests if the endpoint "
+                            "sends fewer).", minimum=1)
 
     def validate(self) -> None:
         super().validate()
