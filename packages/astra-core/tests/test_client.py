@@ -239,12 +239,15 @@ def test_structured_output_gives_up_with_last_reply(recorded_llm):
     ('Here you go:\n```json\n{"a": [1, 2]}\n```\nanything else?', {"a": [1, 2]}),
     ('The answer is {"a": {"b": "}"}} as requested.', {"a": {"b": "}"}}),
     ("[1, 2, 3]", [1, 2, 3]),
+    # a reasoning model's draft inside its reasoning is not its reply (vLLM without a reasoning parser)
+    ('<think>maybe {"score": 3}? no.</think>\n{"score": 8}', {"score": 8}),
+    ('the template opened the block: {"score": 3}? no.\n</think>\n\n{"score": 8}', {"score": 8}),
 ])
 def test_extract_json(text, expected):
     assert extract_json(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "no json here", "{broken"])
+@pytest.mark.parametrize("text", ["", "no json here", "{broken", '<think>a draft {"score": 3}, cut off here'])
 def test_extract_json_errors(text):
     with pytest.raises(ValueError):
         extract_json(text)

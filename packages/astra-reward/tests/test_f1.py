@@ -118,6 +118,10 @@ def test_leaf_only_job_without_calls():
     result = f1_reward(job, PROMPT + answer("<think>no?</think>Yes."))
     assert (result.reward, result.calls, result.solved_ids) == (1.0, 0, [0])  # position when no id
     assert f1_reward(job, PROMPT + answer("<think>yes</think>No.")).reward == 0.0
+    # DeepSeek-R1's and QwQ's templates open the block in the prompt: the reply holds only its end (vLLM without
+    # a reasoning parser). The reasoning's "yes" is not the answer.
+    assert f1_reward(job, PROMPT + answer("Should I say yes?\n</think>\n\nNo.")).reward == 0.0
+    assert f1_reward(job, PROMPT + answer("Hmm, no?\n</think>\n\nYes.")).reward == 1.0
 
 
 def test_empty_job_scores_zero():

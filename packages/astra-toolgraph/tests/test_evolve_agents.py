@@ -175,6 +175,15 @@ def test_the_checker_accepts_the_expected_state_and_rejects_another_with_the_dif
     assert initial["id"] == domain.id
 
 
+def test_an_expected_answer_counts_only_when_said_not_when_reasoned_about(recorded_llm, domain):
+    task = {**synthesized(recorded_llm, domain), "expected_answer": "42 units"}
+    reasoned = [{"role": "assistant", "content": "<think>maybe 42 units?</think>I could not find it."},
+                {"role": "assistant", "content": "The stock is 42 units?\n</think>\n\nI do not know."}]  # R1-style
+    said = [{"role": "assistant", "content": [{"type": "text", "text": "There are 42 units left."}]}]
+    assert check_trajectory(task, task["expected_state"], reasoned) == {"reward": 0.0, "diff": [], "answer_given": False}
+    assert check_trajectory(task, task["expected_state"], said) == {"reward": 1.0, "diff": [], "answer_given": True}
+
+
 def test_a_rollout_with_the_user_simulator_reaches_the_expected_state_and_is_accepted(recorded_llm, domain):
     task = synthesized(recorded_llm, domain)
     server = recorded_llm(replies=[engine_replies()])

@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+from astra_core.llm.reasoning import without_reasoning
 
 
 def message_text(content: object) -> str:
@@ -104,8 +104,9 @@ def _answered_call(unanswered: list[ToolCall], call_id: str | None) -> ToolCall 
 
 
 def strip_thinking(text: str) -> str:
-    """Text without <think>...</think> blocks (an unclosed block runs to the end)."""
-    return _THINK.sub("", text).strip()
+    """Text without its reasoning: <think>...</think> blocks (an unclosed block runs to the end), and a leading part
+    ending in </think> (the template opened the block in the prompt, as DeepSeek-R1's does)."""
+    return without_reasoning(text)
 
 
 def final_answer(messages: list[dict]) -> str | None:

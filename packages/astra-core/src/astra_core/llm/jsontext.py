@@ -1,9 +1,11 @@
-"""Pull a JSON value out of model text: fenced blocks, leading prose, trailing chatter."""
+"""Pull a JSON value out of model text: fenced blocks, leading prose, trailing chatter, reasoning."""
 
 from __future__ import annotations
 
 import json
 import re
+
+from astra_core.llm.reasoning import without_reasoning
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -25,10 +27,13 @@ def _candidates(text: str):
 
 
 def extract_json(text: str | None):
-    """The first JSON value found in `text`; raises ValueError naming what was seen."""
-    if not text:
-        raise ValueError("empty reply: no JSON found")
-    for candidate in _candidates(text):
+    """The first JSON value found in `text` once its reasoning is taken out (a draft inside <think> is not the
+    reply); raises ValueError naming what was seen."""
+    answer = without_reasoning(text or "")
+    if not answer:
+        raise ValueError("empty reply: no JSON found" if not (text or "").strip() else
+                         f"the reply is all reasoning, no JSON after it: {text[:200]!r}")
+    for candidate in _candidates(answer):
         if not isinstance(candidate, str):
             return candidate
         try:

@@ -16,6 +16,7 @@ from astra_core.llm import LLMClient
 from astra_core.records import new_record, stable_id
 from astra_core.users import UserProfile, UserTurn, simulate_user
 from astra_reward import contains_answer, state_reward
+from astra_reward.conversation import message_text, strip_thinking
 
 from astra_toolgraph.evolve import prompts
 from astra_toolgraph.evolve.agent import tool_turn
@@ -25,12 +26,13 @@ from astra_toolgraph.evolve.verifier import verdict
 
 
 def check_trajectory(task: dict, final_state: dict, messages: list[dict]) -> dict:
-    """The task's executable checker: {reward: 1.0|0.0, diff: [{path, expected, actual, kind}], answer_given}."""
+    """The task's executable checker: {reward: 1.0|0.0, diff: [{path, expected, actual, kind}], answer_given}.
+    The answer must be in what the agent said, not in its reasoning."""
     result = state_reward(final_state, task["expected_state"], ignore_fields=task.get("ignore_fields") or [])
     check = {"reward": result.reward, "diff": result.diff}
     expected_answer = task.get("expected_answer") or ""
     if expected_answer:
-        said = " ".join(m.get("content") or "" for m in messages if m["role"] == "assistant")
+        said = " ".join(strip_thinking(message_text(m.get("content"))) for m in messages if m["role"] == "assistant")
         check["answer_given"] = contains_answer(said, expected_answer)
         if not check["answer_given"]:
             check["reward"] = 0.0
