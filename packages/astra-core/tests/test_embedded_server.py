@@ -100,6 +100,23 @@ def test_connections_opened_at_once_are_all_answered(embedded_llm):
     assert asyncio.run(main()) == [200] * 256
 
 
+def test_content_given_as_text_parts_is_read_as_its_text(embedded_llm):
+    """The OpenAI API's other form of content (what some clients send): text parts are the same prompt as the text;
+    SmolLM2's template could not render them ("can only concatenate str (not "list") to str"). An image part is a
+    400 naming it (the model reads text only)."""
+    as_text = [{"role": "system", "content": "Answer in one word."},
+               {"role": "user", "content": "What is the capital of France?\nAnswer now."}]
+    as_parts = [{"role": "system", "content": [{"type": "text", "text": "Answer in one word."}]},
+                {"role": "user", "content": [{"type": "text", "text": "What is the capital of France?"},
+                                             {"type": "text", "text": "Answer now."}]}]
+    replies = [chat(embedded_llm, messages=messages, max_tokens=12, temperature=0) for messages in (as_text, as_parts)]
+    assert replies[0].content == replies[1].content and replies[0].usage == replies[1].usage
+    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]
+    response = httpx.post(f"{embedded_llm}/chat/completions", json={"messages": image}, timeout=30)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "content part 0 is not text ('image_url'): only text parts can be rendered"
+
+
 def test_bad_requests_get_openai_style_errors(embedded_llm):
     root = embedded_llm
     response = httpx.post(f"{root}/chat/completions", content=b"{not json", timeout=30)
@@ -112,6 +129,26 @@ def test_bad_requests_get_openai_style_errors(embedded_llm):
                           timeout=30)
     assert response.status_code == 400 and "nope" in response.json()["error"]["message"]
     assert httpx.get(f"{root}/models", timeout=30).json()["data"][0]["id"] == "smollm2-135m-instruct"
+    assert raw_post(root, "/chat/completions", b"{}", {"Content-Length": "two"}) == (
+        400, "Content-Length is not a number: 'two'")
+
+
+def raw_post(base_url: str, path: str, body: bytes, headers: dict) -> tuple[int, str]:
+    """A request with headers an HTTP library would refuse to send (http.client sends them as given)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.putrequest("POST", url.path + path)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())["error"]["message"]
+    finally:
+        connection.close()
 
 
 PLAN = {"type": "object", "required": ["title", "steps", "difficulty", "needs_tools", "confidence"],

@@ -50,12 +50,30 @@ def render_tool_call(name: str, arguments: str | dict) -> str:
     return f"{TOOL_CALL_OPEN}\n{payload}\n{TOOL_CALL_CLOSE}"
 
 
+def content_text(content: object) -> str:
+    """A message's content as text: the OpenAI API's content may also be a list of parts, whose text parts are
+    joined (as vLLM does); a part of another type (an image) is a ValueError naming it."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for index, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str)):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValueError(f"content part {index} is not text ({kind!r}): only text parts can be rendered")
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise ValueError(f"content must be text or a list of text parts, got {type(content).__name__}")
+
+
 def to_template_messages(messages: list[dict], tools: list[dict] | None = None) -> list[dict]:
     """OpenAI messages (with tool_calls / tool roles) -> plain {role, content} for a ChatML template."""
     out: list[dict] = []
     system_extra = tools_block(tools) if tools else None
     for message in messages:
-        role, content = message["role"], message.get("content") or ""
+        role, content = message["role"], content_text(message.get("content"))
         if role == "system":
             text = f"{content}\n\n{system_extra}" if system_extra and content else (system_extra or content)
             system_extra = None

@@ -157,7 +157,12 @@ def make_handler(service: ChatService):
                 self._error(404, f"no route GET {self.path}")
 
         def do_POST(self) -> None:  # noqa: N802
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:  # (raised out of the handler, it dropped the connection without a reply)
+                self.close_connection = True
+                self._error(HTTPStatus.BAD_REQUEST, f"Content-Length is not a number: {self.headers['Content-Length']!r}")
+                return
             raw = self.rfile.read(length)
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(404, f"no route POST {self.path} (the embedded server serves /v1/chat/completions)")
