@@ -100,6 +100,40 @@ def test_connections_opened_at_once_are_all_answered(embedded_llm):
     assert asyncio.run(main()) == [200] * 256
 
 
+def read_stream(base_url: str, body: dict) -> tuple[list[dict], str]:
+    """(the data events of a streamed reply, the last data line), read as an SSE client reads them."""
+    with httpx.stream("POST", f"{base_url}/chat/completions", json={**body, "stream": True}, timeout=60) as response:
+        assert response.status_code == 200 and response.headers["content-type"] == "text/event-stream"
+        data = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+    return [json.loads(event) for event in data[:-1]], data[-1]
+
+
+def test_a_streamed_reply_assembles_to_the_same_message(embedded_llm):
+    """`stream: true` (the OpenAI SDK's and many UIs' default): chunks whose deltas, put together as a client does,
+    are the reply the same request gets without streaming; a call's arguments come whole in its first delta."""
+    body = {"messages": [{"role": "user", "content": "Weather in Oslo for 3 days in celsius?"}], "tools": [WEATHER],
+            "tool_choice": "required", "max_tokens": 64, "temperature": 0, "stream_options": {"include_usage": True}}
+    plain = httpx.post(f"{embedded_llm}/chat/completions", json=body, timeout=60).json()
+    events, last = read_stream(embedded_llm, body)
+    assert last == "[DONE]" and {e["object"] for e in events} == {"chat.completion.chunk"}
+    message, finish = {}, None
+    for event in events[:-1]:
+        [choice] = event["choices"]
+        for key, value in choice["delta"].items():
+            if key == "tool_calls":
+                message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in value]
+            else:
+                message[key] = message.get(key, "") + value if isinstance(value, str) else value
+        finish = choice["finish_reason"] or finish
+    def without_call_ids(reply: dict) -> dict:  # (each reply names its calls afresh)
+        assert all(call["id"].startswith("call_") for call in reply["tool_calls"])
+        return {**reply, "tool_calls": [{k: v for k, v in call.items() if k != "id"} for call in reply["tool_calls"]]}
+
+    assert without_call_ids(message) == without_call_ids(plain["choices"][0]["message"])
+    assert finish == plain["choices"][0]["finish_reason"] == "tool_calls"
+    assert events[-1]["choices"] == [] and events[-1]["usage"] == plain["usage"]
+
+
 def test_content_given_as_text_parts_is_read_as_its_text(embedded_llm):
     """The OpenAI API's other form of content (what some clients send): text parts are the same prompt as the text;
     SmolLM2's template could not render them ("can only concatenate str (not "list") to str"). An image part is a

@@ -2,7 +2,7 @@
 
 Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (with `tools` -> `tool_calls`
 via the Hermes <tool_call> format of `astra_core.chat_format`, `n`, `seed`, `stop`,
-`response_format`). Binds to 127.0.0.1 by default.
+`response_format`, `stream`). Binds to 127.0.0.1 by default.
 
     astra-core serve --port 8000            # then ASTRA_LLM_BASE_URL=http://127.0.0.1:8000/v1
 """
@@ -125,6 +125,27 @@ class ChatService:
         return {"index": index, "message": message, "finish_reason": finish}
 
 
+def stream_events(completion: dict, include_usage: bool) -> list[dict]:
+    """A finished completion as the OpenAI API streams one (`stream: true`): per choice, a chunk whose delta holds
+    its whole message (tool calls with their index), then a chunk with its finish reason; usage last if asked. The
+    model has finished before the first chunk is sent: a client reads a stream, not tokens as they come."""
+    head = {key: completion[key] for key in ("id", "created", "model")}
+
+    def chunk(choices: list[dict], **extra) -> dict:
+        return {**head, "object": "chat.completion.chunk", "choices": choices, **extra}
+
+    events = []
+    for choice in completion["choices"]:
+        delta = {key: value for key, value in choice["message"].items() if key != "tool_calls"}
+        if choice["message"].get("tool_calls"):
+            delta["tool_calls"] = [{"index": index, **call} for index, call in enumerate(choice["message"]["tool_calls"])]
+        events.append(chunk([{"index": choice["index"], "delta": delta, "finish_reason": None}]))
+        events.append(chunk([{"index": choice["index"], "delta": {}, "finish_reason": choice["finish_reason"]}]))
+    if include_usage:
+        events.append(chunk([], usage=completion["usage"]))
+    return events
+
+
 def make_handler(service: ChatService):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -143,6 +164,20 @@ def make_handler(service: ChatService):
                 self.wfile.write(data)
             except ConnectionError:  # the client gave up (its timeout) while the reply was made: no one to tell
                 self.close_connection = True
+
+        def _stream(self, events: list[dict]) -> None:
+            """Server-sent events, then [DONE]; the connection closes after them (their length is not said ahead)."""
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            try:
+                self.end_headers()
+                for event in [*(json.dumps(e) for e in events), "[DONE]"]:
+                    self.wfile.write(f"data: {event}\n\n".encode())
+            except ConnectionError:
+                pass
 
         def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
             self._send(status, {"error": {"message": message, "type": kind}})
@@ -171,7 +206,11 @@ def make_handler(service: ChatService):
                 body = json.loads(raw)
                 if not isinstance(body, dict):
                     raise BadRequest("request body must be a JSON object")
-                self._send(200, service.complete(body))
+                completion = service.complete(body)
+                if body.get("stream"):
+                    self._stream(stream_events(completion, bool((body.get("stream_options") or {}).get("include_usage"))))
+                else:
+                    self._send(200, completion)
             except (json.JSONDecodeError, BadRequest, ValueError, TypeError) as exc:
                 self._error(HTTPStatus.BAD_REQUEST, str(exc))
             except Exception as exc:  # noqa: BLE001 - report, keep serving
