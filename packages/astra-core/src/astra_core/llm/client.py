@@ -188,8 +188,8 @@ def _checked_choices(raw: Any) -> list[dict]:
         where = f"the endpoint's reply has choices[{index}]"
         if not isinstance(choice, dict):
             raise LLMError(f"{where} that is not an object: {_excerpt(choice)}")
-        message = choice.setdefault("message", {})
-        if message is None:
+        message = choice.get("message")
+        if message is None:  # (a choice without a message is an empty reply)
             message = choice["message"] = {}
         if not isinstance(message, dict):
             raise LLMError(f"{where}.message that is not an object: {_excerpt(message)}")
