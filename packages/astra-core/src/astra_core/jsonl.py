@@ -185,7 +185,6 @@ def _check_shared_fields(record: dict, source: str, lineno: int, raw: bytes) -> 
     duplicates) and append to `meta` (a step to `meta.provenance`, `meta.parent_id`), so a wrong type there is
     bad input of any kind."""
     record_id = record.get("id")
-
     if record_id is not None and not (isinstance(record_id, str) and record_id):
         raise MalformedLine(f"must be a non-empty string, got {_shown(record_id)}", source=source, lineno=lineno,
                             text=raw, field="id")
