@@ -64,6 +64,28 @@ def test_formats_are_detected_or_refused():
     assert detect_format({"functions": []}) == "openai"
     with pytest.raises(SourceError, match="cannot tell"):
         detect_format({"name": "x"})
+
+
+def test_a_path_alone_is_an_openapi_spec_when_it_holds_one(tmp_path):
+    """`{"path": spec}` is how the formats table shows an OpenAPI source: the spec is recognised by its `openapi`
+    key (it was "cannot tell the source format"); an operation without summary or description is described by its
+    method and path. Another document behind a bare path still needs its format."""
+    spec = {"openapi": "3.0.0", "info": {"title": "Pets"}, "paths": {"/pets/{petId}": {
+        "parameters": [{"$ref": "#/components/parameters/PetId"}],
+        "put": {"operationId": "updatePet", "requestBody": {"content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/Pet"}}}}}}},
+        "components": {"parameters": {"PetId": {"name": "petId", "in": "path", "required": True,
+                                                "schema": {"type": "string"}}},
+                       "schemas": {"Pet": {"type": "object", "required": ["name"],
+                                           "properties": {"name": {"type": "string"}}}}}}
+    (tmp_path / "pets.json").write_text(json.dumps(spec))
+    (server,) = asyncio.run(normalize_source({"path": str(tmp_path / "pets.json")}))
+    [tool] = server["tools"]
+    assert server["source"]["format"] == "openapi" and tool["function"]["description"] == "PUT /pets/{petId}"
+    assert tool["function"]["parameters"]["required"] == ["petId", "name"]
+    (tmp_path / "functions.json").write_text(json.dumps([{"name": "f", "parameters": {"type": "object"}}]))
+    with pytest.raises(SourceError, match="a path is recognised on its own only when it holds an OpenAPI spec"):
+        detect_format({"path": str(tmp_path / "functions.json")})
     assert [name for name, _ in mcp_transports({"mcpServers": {"a": {"command": "x"}, "b": {"url": "http://h/mcp"}}})] \
         == ["a", "b"]
 

@@ -96,7 +96,15 @@ def detect_format(source: dict) -> str:
         return "mcp"
     if "functions" in source or "tools" in source:
         return "openai"
-    raise SourceError("cannot tell the source format: give \"format\" (one of " + ", ".join(FORMATS) + ")")
+    if source.get("path") and _is_openapi(_read_document(source["path"])):
+        return "openapi"
+    raise SourceError("cannot tell the source format: give \"format\" (one of " + ", ".join(FORMATS) + ")"
+                      + ("; a path is recognised on its own only when it holds an OpenAPI spec" if source.get("path")
+                         else ""))
+
+
+def _is_openapi(document: Any) -> bool:
+    return isinstance(document, dict) and ("openapi" in document or "swagger" in document)
 
 
 def _read_document(path: str) -> Any:
@@ -320,7 +328,8 @@ def from_openapi(source: dict) -> list[dict]:
     def build(entry: dict) -> dict:
         path, method, item, operation = entry["_operation"]
         name = operation.get("operationId") or f"{method}_{path}"
-        description = " ".join(t for t in (operation.get("summary"), operation.get("description")) if t)
+        description = (" ".join(t for t in (operation.get("summary"), operation.get("description")) if t)
+                       or f"{method.upper()} {path}")  # (a tool without a description gives the LLM stages nothing)
         parameters = _operation_parameters(spec, item, operation)
         return openai_tool(name, description, parameters, output=_response_schema(operation), root=spec,
                            http={"method": method.upper(), "path": path})
