@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from astra_core.llm.reasoning import without_reasoning
+from astra_core.reasoning import without_reasoning
 
 
 def message_text(content: object) -> str:

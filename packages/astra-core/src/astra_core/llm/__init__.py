@@ -10,7 +10,7 @@ from astra_core.llm.client import (
     Usage,
 )
 from astra_core.llm.jsontext import extract_json
-from astra_core.llm.reasoning import without_reasoning
+from astra_core.reasoning import without_reasoning
 
 __all__ = ["ChatResponse", "LLMClient", "LLMConfig", "LLMError", "LLMUnavailable", "StructuredOutputError", "Usage",
            "extract_json", "without_reasoning"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from astra_core.llm.reasoning import without_reasoning
+from astra_core.reasoning import without_reasoning
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
