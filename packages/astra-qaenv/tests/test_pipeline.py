@@ -176,10 +176,13 @@ def test_export_reads_stdin_as_it_reads_a_file(cli, built, tmp_path):
 
 
 def test_export_of_a_wrong_typed_environment_names_its_line_and_field(cli, built):
-    env = {**read(built / "merged.jsonl")[0], "tools": "not a list"}
-    result = cli("export", "-", "--mixing", "none", input=json.dumps(env) + "\n")
-    assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "<stdin>:1" in result.stderr and "field tools" in result.stderr, result.stderr
+    env = read(built / "merged.jsonl")[0]
+    for field, wrong in (("tools", "not a list"), ("instance.domain", ["geography"])):  # (a domain list: a TypeError)
+        top, _, inner = field.partition(".")
+        broken = {**env, top: {**env[top], inner: wrong} if inner else wrong}
+        result = cli("export", "-", "--mixing", "none", input=json.dumps(broken) + "\n")
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert "<stdin>:1" in result.stderr and f"field {field}" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(("command", "needs"), [("export", ["instance"]), ("merge", ["instance", "subenvs"])])
