@@ -7,8 +7,6 @@ from typing import Any
 
 from astra_core.llm.client import LLMClient
 
-from astra_eval.errors import ItemError
-
 
 @dataclass
 class Sampling:
@@ -60,10 +58,7 @@ class EndpointAgent:
         self.strip_tools = strip_tools
 
     async def __call__(self, messages: list[dict], tools: list[dict] | None, *, seed: int | None = None) -> dict:
+        # (a reply of the wrong shape, e.g. a tool call without a name, is the client's LLMError: the item's failure)
         reply = await self.client.chat(messages, tools=tools or None, strip_tools=self.strip_tools,
                                        **self.sampling.params(seed=seed))
-        for call in reply.tool_calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise ItemError(f"the endpoint returned a malformed tool call: {call!r:.300}")
         return {"role": "assistant", **reply.message}

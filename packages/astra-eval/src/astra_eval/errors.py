@@ -20,10 +20,6 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 STDLIB_DIRS = tuple(str(Path(sysconfig.get_paths()[name]).resolve()) for name in ("stdlib", "platstdlib"))
 
 
-class ItemError(RuntimeError):
-    """Raised by astra-eval itself when the model (or its endpoint) made an item impossible to finish."""
-
-
 class HarnessError(click.ClickException):
     """Some items hit an error in astra-eval's own code (a bug); they were not scored (exit status 1)."""
 
@@ -36,7 +32,7 @@ def _is_stdlib(filename: str) -> bool:
 def raised_by_harness(exc: BaseException) -> bool:
     """True iff the innermost non-stdlib frame of the exception's traceback is astra-eval's own code
     (benchmark packages, HTTP clients and astra-core's LLM client are the item's side)."""
-    if isinstance(exc, ItemError | LLMError | TimeoutError):
+    if isinstance(exc, LLMError | TimeoutError):
         return False
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if _is_stdlib(frame.filename):
