@@ -99,6 +99,22 @@ def test_a_live_stdio_server_is_listed_with_its_output_schemas():
     assert server["tools"][0]["output_schema"]["type"] == "object"
 
 
+def test_what_is_not_text_reaches_the_agent_as_its_kind_and_size_not_its_base64():
+    """A real MCP server (the SDK's, over stdio) returning an image, audio, a binary resource and a resource link:
+    the observation names each; it was up to 2,000 characters of base64 per item."""
+    transport = {"kind": "stdio", "command": sys.executable,
+                 "args": [str(Path(__file__).parent / "servers" / "media_stdio.py")]}
+
+    async def calls():
+        async with McpConnection(transport) as connection:
+            return [await connection.call(name, {}) for name in ("snapshot", "recording", "attachments")]
+
+    snapshot, recording, attachments = asyncio.run(calls())
+    assert snapshot.ok and snapshot.content == "the shelf\n[image: image/png, 1,000 bytes]"
+    assert recording.content == "[audio: audio/wav, 10 bytes]"
+    assert attachments.content == "[resource file:///b.bin: binary, 7 bytes]\n[resource link: file:///notes.md (the notes)]"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -83,16 +83,32 @@ def describe(spec: dict) -> str:
 
 def result_text(result) -> str:
     """The text an agent sees for a CallToolResult: its text parts, else its structured content as JSON."""
-    parts = []
-    for item in result.content or []:
-        text = getattr(item, "text", None)
-        if text is not None:
-            parts.append(text)
-        else:
-            parts.append(json.dumps(item.model_dump(mode="json", exclude_none=True), ensure_ascii=False)[:2000])
+    parts = [_item_text(item) for item in result.content or []]
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def _item_text(item) -> str:
+    """One content item as text. An image, audio or binary resource is named with its type and size: its base64
+    data is nothing a text model can read (it was 2,000 characters of it)."""
+    kind = getattr(item, "type", None)
+    if getattr(item, "text", None) is not None:
+        return item.text
+    if kind in ("image", "audio"):
+        return f"[{kind}: {item.mime_type}, {_decoded_size(item.data):,} bytes]"
+    if kind == "resource":
+        resource = item.resource
+        if getattr(resource, "text", None) is not None:
+            return resource.text
+        return f"[resource {resource.uri}: {resource.mime_type or 'binary'}, {_decoded_size(resource.blob):,} bytes]"
+    if kind == "resource_link":
+        return f"[resource link: {item.uri}" + (f" ({item.description})" if item.description else "") + "]"
+    return json.dumps(item.model_dump(mode="json", exclude_none=True), ensure_ascii=False)[:2000]
+
+
+def _decoded_size(base64_text: str) -> int:
+    return len(base64_text.rstrip("=")) * 3 // 4
 
 
 class McpConnection:
