@@ -20,6 +20,9 @@ from astra_core.users import (
     ("###TRANSFER###", "", TRANSFER),
     ("I don't know that. ###OUT-OF-SCOPE### ###STOP###", "I don't know that.", OUT_OF_SCOPE),
     ("My email is ada@example.com.", "My email is ada@example.com.", None),
+    # a reasoning model as the user: its thoughts are neither said nor a stop (vLLM without a reasoning parser)
+    ("<think>Not ###STOP### yet: ask about the price.</think>How much is it?", "How much is it?", None),
+    ("I got my answer, so I end.\n</think>\n\nThanks! ###STOP###", "Thanks!", STOP),  # R1-style
 ])
 def test_stop_tokens_are_found_and_removed(text, content, stop):
     turn = parse_user_reply(text)
@@ -34,10 +37,12 @@ def test_the_user_sees_the_assistant_as_its_interlocutor_and_no_tool_traffic():
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
                                                                "function": {"name": "x", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c", "content": "secret tool output"},
-        {"role": "assistant", "content": "What is your email?"},
+        {"role": "assistant", "content": "<think>I need the secret email first.</think>"},  # only reasoning
+        {"role": "assistant", "content": "<think>The secret plan: ask for the email.</think>What is your email?"},
     ]
     view = user_view(profile, conversation)
     assert [m["role"] for m in view] == ["system", "user", "assistant", "user"]
+    assert view[3]["content"] == "What is your email?"  # the assistant's reasoning is not said to the user
     assert view[1]["content"] == GREETING and view[2]["content"] == "I want coffee."
     assert "- email: ada@example.com" in view[0]["content"] and "Buy coffee." in view[0]["content"]
     assert all("secret" not in m["content"] for m in view)

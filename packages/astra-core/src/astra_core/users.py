@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from astra_core.llm import LLMClient, LLMConfig
+from astra_core.reasoning import without_reasoning
 
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
@@ -107,19 +108,21 @@ def user_view(profile: UserProfile, messages: list[dict], *, awaiting_reply: boo
         if role == "user":
             view += message.get("device") or []
             view.append({"role": "assistant", "content": content or ""})
-        elif role == "assistant" and content:
-            view.append({"role": "user", "content": content})
+        elif role == "assistant" and without_reasoning(content or ""):  # the user sees what the assistant says
+            view.append({"role": "user", "content": without_reasoning(content)})
     if awaiting_reply and view[-1]["role"] == "assistant":
         view.append({"role": "user", "content": "(The assistant is waiting for your reply.)"})
     return view
 
 
 def parse_user_reply(text: str) -> UserTurn:
-    """Split a reply into the message and its stop token (the first one it names, anywhere)."""
+    """Split a reply into the message and its stop token (the first one it names, anywhere in what the user says:
+    a user model's reasoning is neither said to the assistant nor a stop)."""
     raw = text or ""
-    found = [(raw.find(token), token) for token in STOP_TOKENS if token in raw]
+    said = without_reasoning(raw)
+    found = [(said.find(token), token) for token in STOP_TOKENS if token in said]
     stop = min(found)[1] if found else None
-    content = raw
+    content = said
     for token in STOP_TOKENS:
         content = content.replace(token, "")
     return UserTurn(content=content.strip(), stop=stop, raw=raw)
