@@ -108,8 +108,10 @@ def user_view(profile: UserProfile, messages: list[dict], *, awaiting_reply: boo
         if role == "user":
             view += message.get("device") or []
             view.append({"role": "assistant", "content": content or ""})
-        elif role == "assistant" and without_reasoning(content or ""):  # the user sees what the assistant says
-            view.append({"role": "user", "content": without_reasoning(content)})
+        elif role == "assistant":
+            said = without_reasoning(content or "")  # the user sees what the assistant says, not its reasoning
+            if said:
+                view.append({"role": "user", "content": said})
     if awaiting_reply and view[-1]["role"] == "assistant":
         view.append({"role": "user", "content": "(The assistant is waiting for your reply.)"})
     return view
