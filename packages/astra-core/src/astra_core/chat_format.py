@@ -60,7 +60,8 @@ def content_text(content: object) -> str:
     if isinstance(content, list):
         texts = []
         for index, part in enumerate(content):
-            if not (isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str)):
+            is_text = isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str)
+            if not is_text:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 raise ValueError(f"content part {index} is not text ({kind!r}): only text parts can be rendered")
             texts.append(part["text"])

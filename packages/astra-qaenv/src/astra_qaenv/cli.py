@@ -42,12 +42,12 @@ stage_command(main, "validate", reads="qa_instance", writes="qa_instance", confi
               llm=True)(validate_instance)
 stage_command(main, "build-env", reads=BUILD_INPUT, writes="environment", config=stages.BuildEnvConfig, llm=True,
               uses={"verifier": Verifier})(build_environment)
-stage_command(main, "merge", reads=stages.MERGEABLE_ENVIRONMENT, writes="environment", config=stages.MergeEnvConfig, llm=True,
-              uses={"verifier": Verifier})(merge_environment)
+stage_command(main, "merge", reads=stages.MERGEABLE_ENVIRONMENT, writes="environment", config=stages.MergeEnvConfig,
+              llm=True, uses={"verifier": Verifier})(merge_environment)
 
 
-stage_command(main, "export", reads=stages.BUILT_ENVIRONMENT, writes="rl_sample", config=stages.ExportCommandConfig, llm=True,
-              uses={"pool": stages.open_tool_pool, "gold": stages.open_gold})(stages.export_record)
+stage_command(main, "export", reads=stages.BUILT_ENVIRONMENT, writes="rl_sample", config=stages.ExportCommandConfig,
+              llm=True, uses={"pool": stages.open_tool_pool, "gold": stages.open_gold})(stages.export_record)
 
 
 @main.command("stats")

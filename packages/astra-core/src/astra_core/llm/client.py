@@ -562,7 +562,8 @@ def _checked_embeddings(raw: Any, asked: int) -> list[list[float]]:
     indexes = [item.get("index") for item in data]
     if all(index is None for index in indexes):
         indexes = list(range(asked))
-    if not all(_is_number(index) and isinstance(index, int) for index in indexes) or sorted(indexes) != list(range(asked)):
+    whole = all(isinstance(index, int) and not isinstance(index, bool) for index in indexes)
+    if not whole or sorted(indexes) != list(range(asked)):
         raise LLMError(f"the endpoint's embeddings have indexes {_excerpt(indexes)}, not each of 0..{asked - 1} once")
     vectors: list = [None] * asked
     for index, item in zip(indexes, data, strict=True):

@@ -138,7 +138,8 @@ def stream_events(completion: dict, include_usage: bool) -> list[dict]:
     for choice in completion["choices"]:
         delta = {key: value for key, value in choice["message"].items() if key != "tool_calls"}
         if choice["message"].get("tool_calls"):
-            delta["tool_calls"] = [{"index": index, **call} for index, call in enumerate(choice["message"]["tool_calls"])]
+            calls = choice["message"]["tool_calls"]
+            delta["tool_calls"] = [{"index": index, **call} for index, call in enumerate(calls)]
         events.append(chunk([{"index": choice["index"], "delta": delta, "finish_reason": None}]))
         events.append(chunk([{"index": choice["index"], "delta": {}, "finish_reason": choice["finish_reason"]}]))
     if include_usage:
@@ -196,7 +197,8 @@ def make_handler(service: ChatService):
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:  # (raised out of the handler, it dropped the connection without a reply)
                 self.close_connection = True
-                self._error(HTTPStatus.BAD_REQUEST, f"Content-Length is not a number: {self.headers['Content-Length']!r}")
+                self._error(HTTPStatus.BAD_REQUEST,
+                            f"Content-Length is not a number: {self.headers['Content-Length']!r}")
                 return
             raw = self.rfile.read(length)
             if self.path.rstrip("/") != "/v1/chat/completions":
@@ -208,7 +210,8 @@ def make_handler(service: ChatService):
                     raise BadRequest("request body must be a JSON object")
                 completion = service.complete(body)
                 if body.get("stream"):
-                    self._stream(stream_events(completion, bool((body.get("stream_options") or {}).get("include_usage"))))
+                    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(stream_events(completion, include_usage))
                 else:
                     self._send(200, completion)
             except (json.JSONDecodeError, BadRequest, ValueError, TypeError) as exc:
