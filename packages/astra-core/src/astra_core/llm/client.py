@@ -17,6 +17,7 @@ import asyncio
 import functools
 import os
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -175,8 +176,8 @@ def _checked_choices(raw: Any) -> list[dict]:
     LLMError saying which field (the record is rejected with it, not with a TypeError of whichever consumer read it
     first). Three forms of other servers are read as the OpenAI API's: content as a list of parts (Mistral's API)
     is their text joined; tool-call arguments sent as an object, or none, are that object's JSON text (every
-    consumer parses a string); a call without an id (or with one that is not text) gets `call_<choice>_<call>` (a
-    tool result answers a call by its id)."""
+    consumer parses a string); a call without an id (or with one that is not text) gets a new unique one (a tool
+    result answers a call by its id)."""
     if not isinstance(raw, dict):
         raise LLMError(f"the endpoint's reply is not a JSON object: {_excerpt(raw)}")
     choices = raw.get("choices")
@@ -200,12 +201,12 @@ def _checked_choices(raw: Any) -> list[dict]:
                 and isinstance(call["function"].get("name"), str) for call in calls)):
             raise LLMError(f"{where}.message.tool_calls that is not a list of calls with a `function` object naming "
                            f"it: {_excerpt(calls)}")
-        for number, call in enumerate(calls or []):
+        for call in calls or []:
             arguments = call["function"].get("arguments")
             if not isinstance(arguments, str):
                 call["function"]["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
             if not isinstance(call.get("id"), str) or not call["id"]:  # tool results answer a call by its id
-                call["id"] = f"call_{index}_{number}"
+                call["id"] = f"call_{uuid.uuid4().hex[:12]}"  # unique in the conversation, not only in this reply
     return choices
 
 
