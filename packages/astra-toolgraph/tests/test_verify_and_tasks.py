@@ -7,6 +7,7 @@ import json
 import pytest
 from astra_core.llm import LLMClient, LLMConfig
 from astra_core.stage import Rejected
+from astra_toolgraph.chains import SynthesisConfig, synthesize_chains
 from astra_toolgraph.tasks import AugmentConfig, TaskConfig, augment_task, chain_tasks, server_tasks
 from astra_toolgraph.verify import VerifyConfig, dependency_check, verify_chain
 from toolgraph_helpers import invoke, read_jsonl, write_jsonl
@@ -90,6 +91,33 @@ def test_chain_and_server_tasks_from_numbered_lines(sample_servers, recorded_llm
     assert from_chain[0]["meta"]["parent_id"] == "c1" and from_chain[0]["language"] == "en"
     assert [t["origin"] for t in from_server] == ["server", "server"] and from_server[0]["chain"] is None
     assert "It serves a task like: Order a cable" in llm.chat_requests[0]["messages"][1]["content"]
+
+
+def test_a_reasoning_models_thoughts_are_not_taken_for_tasks_rewrites_or_chains(sample_servers, recorded_llm):
+    """Recorded replies of a reasoning model served without a reasoning parser: its <think> lines are long enough
+    to pass for requests, and were taken as tasks (and as a rewrite) before the reply's own lines."""
+    server = order_desk(sample_servers)
+    thinking = ("<think>\nThe user wants two requests that use the order tools for real customers.\n"
+                "Maybe something about cables and delivery dates would work well here.\n</think>\n")
+    llm = recorded_llm(replies=[thinking + "1. Order two USB-C cables for ana@example.com and tell me when they "
+                                           "arrive.\n2. Which of my orders (cy@example.com) are still open?"])
+    tasks = run(lambda c: server_tasks(c, server, TaskConfig(per_server=2)), llm)
+    assert [t["question"] for t in tasks] == [
+        "Order two USB-C cables for ana@example.com and tell me when they arrive.",
+        "Which of my orders (cy@example.com) are still open?"]
+    task = {"id": "t1", "server_id": "s", "question": "Which tables does my database have?", "language": "en",
+            "chain": None, "meta": {"provenance": []}}
+    rewrite = "I should make it sound more polite and less direct than the original question.\n</think>\n\n" \
+              "Could you list every table in my database, please?"  # R1-style: the block opened in the prompt
+    llm = recorded_llm(replies=[rewrite, '{"same_intent": true, "reason": "same goal"}'])
+    _, variant = run(lambda c: augment_task(c, task, AugmentConfig(axes=("diversity",))), llm)
+    assert variant["question"] == "Could you list every table in my database, please?"
+    # chains read from a reply that is not JSON: only the lines after the reasoning name the chains
+    prose = ("<think>search_products then create_order, or get_order_status then cancel_order?</think>\n"
+             "- search_products, then create_order, then get_order_status")
+    chains = run(lambda c: synthesize_chains(c, server, SynthesisConfig(), seed=0), recorded_llm(replies=[prose]))
+    assert [(c["tools"], c["parse"]) for c in chains] == [
+        (["search_products", "create_order", "get_order_status"], "text")]
 
 
 def test_augmentation_keeps_language_and_intent(recorded_llm):

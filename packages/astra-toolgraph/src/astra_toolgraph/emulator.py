@@ -16,6 +16,7 @@ import re
 import time
 
 from astra_core.llm import LLMClient
+from astra_core.reasoning import without_reasoning
 from astra_core.records import stable_id
 from jsonschema import Draft202012Validator
 
@@ -83,7 +84,7 @@ class ToolEmulator:
                     return CallOutcome(True, earlier["output"], "ok", time.monotonic() - started), False
         messages = prompts.emulate_call(self.server, tool, arguments, self.history)
         reply = await self.llm.chat(messages, max_tokens=self.config.max_tokens)
-        output = _clean_output(reply.content) or json.dumps({"status": "ok"})
+        output = _clean_output(without_reasoning(reply.content)) or json.dumps({"status": "ok"})
         self._remember(name, arguments, output, ok=True)
         return CallOutcome(True, output, "ok", time.monotonic() - started), False
 

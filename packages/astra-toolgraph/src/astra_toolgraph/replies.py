@@ -1,7 +1,7 @@
 """Reading generation replies: numbered lines of requests, and chains from replies that should have
 been JSON but are not (small models often write prose).
 
-Task generation and rewrites ask for plain lines. Chain synthesis asks for JSON once and, when
+Task generation and rewrites ask for plain lines; a reasoning model's <think> blocks are left out of them. Chain synthesis asks for JSON once and, when
 the reply does not parse, takes the tool names each line mentions; the chain notes `parse: "text"`.
 Judgments (verification, intent checks) never fall back: an unparseable verdict rejects.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from astra_core.llm import LLMClient, StructuredOutputError
+from astra_core.reasoning import without_reasoning
 
 _BULLET = re.compile(r"^\s*(?:[-*•#]+|\d+[.)]|\(?[a-z]\))\s*")
 
@@ -38,9 +39,10 @@ def chains_from_text(text: str, tool_names: set[str]) -> list[list[str]]:
 
 async def json_or_text(llm: LLMClient, messages: list[dict], schema: dict, name: str,
                        **params) -> tuple[dict | None, str]:
-    """(parsed JSON, "json") or (None, the reply text) when the one reply asked for does not parse."""
+    """(parsed JSON, "json") or (None, the reply text without its reasoning) when the one reply asked for does not
+    parse."""
     try:
         value, _ = await llm.chat_json(messages, schema, name=name, attempts=1, **params)
         return value, "json"
     except StructuredOutputError as exc:
-        return None, exc.last_reply or ""
+        return None, without_reasoning(exc.last_reply or "")

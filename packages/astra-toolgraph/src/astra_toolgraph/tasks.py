@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from astra_core.config import check, knob
 from astra_core.llm import LLMClient, StructuredOutputError
+from astra_core.reasoning import without_reasoning
 from astra_core.records import new_record, stable_id
 from astra_core.stage import Rejected, require_text
 
@@ -72,7 +73,7 @@ def _usable(questions: list, min_words: int) -> list[str]:
 
 
 async def _questions(llm: LLMClient, messages: list[dict], min_words: int, what: str) -> list[str]:
-    text = (await llm.chat(messages)).content
+    text = without_reasoning((await llm.chat(messages)).content)  # a reasoning model's thoughts are no tasks
     questions = _usable(questions_from_text(text, min_words), min_words)
     if not questions:
         raise Rejected(f"{what}: the reply held no request of at least {min_words} words: {text[:160]!r}")
@@ -127,9 +128,9 @@ async def augment_task(llm: LLMClient, task: dict, config: AugmentConfig) -> lis
 async def _rewrite(llm: LLMClient, question: str, axis: str, persona: str | None,
                    language: str) -> tuple[str | None, str | None]:
     """(rewritten question, None), or (None, why there is none)."""
-    reply = await llm.chat(prompts.augment(question, axis, persona, language))
-    text = next(iter(questions_from_text(reply.content, 3)), "")  # the first request-like line
-    return (text, None) if text else (None, f"no usable rewrite in the reply {reply.content[:120]!r}")
+    said = without_reasoning((await llm.chat(prompts.augment(question, axis, persona, language))).content)
+    text = next(iter(questions_from_text(said, 3)), "")  # the first request-like line
+    return (text, None) if text else (None, f"no usable rewrite in the reply {said[:120]!r}")
 
 
 async def _intent_problem(llm: LLMClient, original: str, rewrite: str, attempts: int) -> str | None:
