@@ -295,20 +295,6 @@ def test_tool_call_arguments_sent_as_an_object_are_read_as_their_json_text(recor
         '{"city":"Zürich","days":2}', "{}", '{"x": 1}']
 
 
-def test_tool_calls_without_an_id_get_one_each(recorded_llm):
-    """Recorded replies of a server that leaves out the calls' ids (or sends a number): a tool result answers a call
-    by its id, so each gets one, unique in the conversation (the next reply's calls get others)."""
-    server = recorded_llm(replies=[{"role": "assistant", "content": None, "tool_calls": [
-        {"type": "function", "function": {"name": "a", "arguments": "{}"}},
-        {"id": 7, "type": "function", "function": {"name": "b", "arguments": "{}"}},
-        {"id": "kept", "type": "function", "function": {"name": "c", "arguments": "{}"}}]}])
-    first, second = (asyncio.run(ask(client(server))) for _ in range(2))
-    ids = [call["id"] for reply in (first, second) for call in reply.tool_calls]
-    assert ids[2] == ids[5] == "kept"
-    given = ids[:2] + ids[3:5]
-    assert all(re.fullmatch(r"call_[0-9a-f]{12}", i) for i in given) and len(set(given)) == 4
-
-
 MALFORMED_CHAT_REPLIES = {  # what a proxy or another server's API may send as a 200 reply, and what the error names
     "[1, 2]": "reply is not a JSON object",
     '{"choices": {"message": {"content": "x"}}}': "`choices` that is not a list",

@@ -69,6 +69,19 @@ def wifi_call(call_id: str, arguments: str) -> dict:
                                              "function": {"name": "toggle_wifi", "arguments": arguments}}]}
 
 
+def test_a_users_calls_without_ids_are_numbered_so_their_results_answer_them(recorded_llm):
+    """RECORDED reply of a server that leaves out call ids: the device results still answer their calls (a KeyError
+    before)."""
+    call = {"type": "function", "function": {"name": "toggle_wifi", "arguments": '{"on": true}'}}
+    server = recorded_llm(replies=[{"content": None, "tool_calls": [call, call]}, "Wi-Fi is on now."])
+    acted = []
+    with UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0)) as simulator:
+        turn = simulator.reply({"instruction": "Get online.", "tools": PHONE}, [], act=lambda *a: acted.append(a) or "ON")
+    assert [a[2] for a in acted] == ["device_0_0", "device_0_1"]
+    assert [m.get("tool_call_id") for m in turn.device] == [None, "device_0_0", "device_0_1"]
+    assert [c["id"] for c in turn.device[0]["tool_calls"]] == ["device_0_0", "device_0_1"]
+
+
 def test_a_user_with_tools_of_its_own_calls_them_through_act_then_writes(recorded_llm):
     # RECORDED replies: a call, a call whose arguments are not JSON, then the user's message
     server = recorded_llm(replies=[wifi_call("w1", '{"on": true}'), wifi_call("w2", "{on"), "Wi-Fi is on now."])

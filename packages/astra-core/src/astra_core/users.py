@@ -209,8 +209,10 @@ class UserSimulator:
             response = asyncio.run_coroutine_threadsafe(asked, loop).result()
             if not response.tool_calls or rounds == MAX_DEVICE_CALLS:
                 break
-            device.append({"role": "assistant", "content": response.content or None, "tool_calls": response.tool_calls})
-            device += device_results(response.tool_calls, act)
+            calls = [{**call, "id": call.get("id") or f"device_{rounds}_{index}"}  # a result answers a call by its id
+                     for index, call in enumerate(response.tool_calls)]
+            device.append({"role": "assistant", "content": response.content or None, "tool_calls": calls})
+            device += device_results(calls, act)
         return replace(_final_turn(response.content or ""), device=tuple(device))
 
     def close(self) -> None:

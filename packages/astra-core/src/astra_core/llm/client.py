@@ -17,7 +17,6 @@ import asyncio
 import functools
 import os
 import random
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -172,12 +171,11 @@ def refuses_null_content(status: int | None, reply: str, request: dict | None) -
 
 def _checked_choices(raw: Any) -> list[dict]:
     """The choices of a chat reply, each with a `message` whose content is text or null and whose tool calls are a
-    list of calls with a `function` object naming it, each with an id. A server whose reply has another shape is an
-    LLMError saying which field (the record is rejected with it, not with a TypeError of whichever consumer read it
-    first). Three forms of other servers are read as the OpenAI API's: content as a list of parts (Mistral's API)
-    is their text joined; tool-call arguments sent as an object, or none, are that object's JSON text (every
-    consumer parses a string); a call without an id (or with one that is not text) gets a new unique one (a tool
-    result answers a call by its id)."""
+    list of calls with a `function` object naming it. A server whose reply has another shape is an LLMError saying
+    which field (the record is rejected with it, not with a TypeError of whichever consumer read it first). Two forms
+    of other servers are read as the OpenAI API's: content as a list of parts (Mistral's API) is their text joined;
+    tool-call arguments sent as an object, or none, are that object's JSON text (every consumer parses a string).
+    A call's id is left as sent: a conversation numbers calls without one (rollouts by turn, reproducibly)."""
     if not isinstance(raw, dict):
         raise LLMError(f"the endpoint's reply is not a JSON object: {_excerpt(raw)}")
     choices = raw.get("choices")
@@ -205,8 +203,6 @@ def _checked_choices(raw: Any) -> list[dict]:
             arguments = call["function"].get("arguments")
             if not isinstance(arguments, str):
                 call["function"]["arguments"] = "{}" if arguments is None else orjson.dumps(arguments).decode()
-            if not isinstance(call.get("id"), str) or not call["id"]:  # tool results answer a call by its id
-                call["id"] = f"call_{uuid.uuid4().hex[:12]}"  # unique in the conversation, not only in this reply
     return choices
 
 
