@@ -174,6 +174,27 @@ def test_multi_turn_run_against_an_endpoint_with_user_simulator(tmp_path, record
     assert all(r["temperature"] == 0.6 for r in agent.chat_requests)  # the paper's ACEBench temperature
 
 
+def test_a_native_call_without_an_id_is_played_not_a_harness_error(tmp_path, recorded_llm):
+    """Recorded replies of a server that leaves out call ids: the agent gives each call one, which its result
+    answers and the record carries; it was a KeyError in astra-eval's own code (the item unscored, exit 1)."""
+    def agent_reply(body):
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            return {"content": None, "tool_calls": [{"type": "function",
+                                                     "function": {"name": "turn_on_wifi", "arguments": "{}"}}]}
+        return "finish conversation"
+
+    agent = recorded_llm(replies=[agent_reply], model_name="agent")
+    user = recorded_llm(replies=["Please send a message to Frank."], model_name="user")
+    out = tmp_path / "ace.jsonl"
+    cli("run", "acebench", "--split", "multi_turn", "--ids", "agent_multi_turn_0", "--trials", "1",
+        "--base-url", agent.base_url, "--user-base-url", user.base_url, "-o", str(out))
+    [result] = records(out)
+    assert result["error"] is None and result["details"]["process"] == ["[turn_on_wifi()]"]
+    at = next(i for i, m in enumerate(result["messages"]) if m.get("tool_calls"))
+    [call] = result["messages"][at]["tool_calls"]
+    assert call["id"].startswith("call_") and result["messages"][at + 1]["tool_call_id"] == call["id"]
+
+
 @pytest.mark.llm
 @pytest.mark.slow
 def test_embedded_model_plays_acebench_tasks(tmp_path, llm_env):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,4 +62,7 @@ class EndpointAgent:
         # (a reply of the wrong shape, e.g. a tool call without a name, is the client's LLMError: the item's failure)
         reply = await self.client.chat(messages, tools=tools or None, strip_tools=self.strip_tools,
                                        **self.sampling.params(seed=seed))
+        for call in reply.tool_calls:  # a server that sends none: the results answer by id, and records carry one
+            if not isinstance(call.get("id"), str) or not call["id"]:
+                call["id"] = f"call_{uuid.uuid4().hex[:12]}"
         return {"role": "assistant", **reply.message}
