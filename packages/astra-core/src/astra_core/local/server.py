@@ -9,6 +9,7 @@ via the Hermes <tool_call> format of `astra_core.chat_format`, `n`, `seed`, `sto
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -173,12 +174,10 @@ def make_handler(service: ChatService):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
-            try:
+            with contextlib.suppress(ConnectionError):  # the client stopped reading mid-stream: no one to tell
                 self.end_headers()
                 for event in [*(json.dumps(e) for e in events), "[DONE]"]:
                     self.wfile.write(f"data: {event}\n\n".encode())
-            except ConnectionError:
-                pass
 
         def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
             self._send(status, {"error": {"message": message, "type": kind}})
