@@ -103,6 +103,11 @@ class ParsedCall:
     arguments: dict
 
 
+def new_call_id() -> str:
+    """A tool call's id, unique in any conversation: `call_` and 12 hex digits."""
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
 @dataclass
 class ParsedReply:
     """An assistant completion split into prose, well-formed calls and malformed call blocks."""
@@ -112,7 +117,7 @@ class ParsedReply:
     malformed: list[str] = field(default_factory=list)  # each: why the block could not be read
 
     def openai_tool_calls(self) -> list[dict]:
-        return [{"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+        return [{"id": new_call_id(), "type": "function",
                  "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
                 for c in self.calls]
 

@@ -54,6 +54,15 @@ def serve_until_stopped(server: HTTPServer) -> None:
         undo_sigterm()
 
 
+def content_length(headers) -> int:
+    """A request's body length, as its Content-Length header says (none: 0); ValueError saying so when the header is
+    not a number of bytes (`int()` alone takes "-1", with which reading the body waits until the client hangs up)."""
+    value = headers.get("Content-Length") or "0"
+    if not (value.isascii() and value.isdigit()):
+        raise ValueError(f"Content-Length {value!r} is not a number of bytes")
+    return int(value)
+
+
 def base_url(host: str, port: int) -> str:
     """http://host:port, an IPv6 address in brackets."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from astra_core.chat_format import new_call_id
 from astra_core.llm.client import LLMClient
 
 
@@ -64,5 +64,5 @@ class EndpointAgent:
                                        **self.sampling.params(seed=seed))
         for call in reply.tool_calls:  # a server that sends none: the results answer by id, and records carry one
             if not isinstance(call.get("id"), str) or not call["id"]:
-                call["id"] = f"call_{uuid.uuid4().hex[:12]}"
+                call["id"] = new_call_id()
         return {"role": "assistant", **reply.message}

@@ -9,6 +9,8 @@ import json
 import sys
 from http.server import BaseHTTPRequestHandler
 
+from astra_core.http_server import content_length
+
 from astra_sandbox.pool import SessionPool
 from astra_sandbox.run_code import sandbox_error
 
@@ -39,14 +41,15 @@ def make_handler(pool: SessionPool) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/run_code":
                 self._send(404, {"error": f"no route POST {self.path} (use /run_code)"})
                 return
-            length = self.headers.get("Content-Length") or "0"
-            if not length.isdigit():
-                self._send(400, sandbox_error(f"Content-Length {length!r} is not a number of bytes"))
+            try:
+                length = content_length(self.headers)
+            except ValueError as exc:
+                self._send(400, sandbox_error(str(exc)))
                 return
-            if int(length) > MAX_BODY:
+            if length > MAX_BODY:
                 self._send(413, sandbox_error(f"request body over {MAX_BODY} bytes"))
                 return
-            body = self.rfile.read(int(length))
+            body = self.rfile.read(length)
             if not body.strip():
                 self._send(400, sandbox_error('the body is empty: POST a run_code request, {"code": ..., '
                                               '"language": "python"}'))

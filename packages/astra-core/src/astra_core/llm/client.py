@@ -389,9 +389,9 @@ class LLMClient:
                 # any other error is an answer all the same
         return self._model
 
-    async def _request(self, method: str, path: str, body: dict, check: Callable[[Any], Any]) -> dict:
-        """The endpoint's reply, once `check` (raising LLMError on a reply of the wrong shape) has passed it: only
-        such a reply is cached."""
+    async def _request(self, method: str, path: str, body: dict, check: Callable[[Any], Any]) -> tuple[dict, Any]:
+        """(the endpoint's reply, what `check` read from it). `check` raises LLMError on a reply of the wrong shape:
+        only a reply it passed is cached."""
         http = await self._client()
         key = None
         if self._cache is not None:
@@ -400,16 +400,15 @@ class LLMClient:
             if hit is not None:
                 self.usage.requests += 1
                 self.usage.cached += 1
-                check(hit)
-                return hit
+                return hit, check(hit)
         async with self._semaphore:
             reply = await self._send_with_retries(http, method, path, body)
         self.usage.requests += 1
         self.usage.add(reply.get("usage") if isinstance(reply, dict) else None)
-        check(reply)
+        checked = check(reply)
         if key is not None:
             self._cache.put(key, reply)
-        return reply
+        return reply, checked
 
     async def _send_with_retries(self, http: aiohttp.ClientSession, method: str, path: str, body: dict | None) -> dict:
         import aiohttp
@@ -479,14 +478,13 @@ class LLMClient:
             body["tools"] = openai_tools(tools, strip=strip_tools)
         body.update({k: v for k, v in params.items() if v is not None})
         try:
-            raw = await self._request("POST", "chat/completions", body, _checked_choices)
+            raw, choices = await self._request("POST", "chat/completions", body, _checked_choices)
         except LLMError as exc:
             if not refuses_null_content(exc.status, exc.body or "", body):
                 raise
             self._null_content_as_text = True  # this endpoint takes "" only, from now on
-            raw = await self._request("POST", "chat/completions", {**body, "messages": null_content_as_text(messages)},
-                                      _checked_choices)
-        choices = raw["choices"]
+            raw, choices = await self._request("POST", "chat/completions",
+                                               {**body, "messages": null_content_as_text(messages)}, _checked_choices)
         usage = raw.get("usage")
         return ChatResponse(message=choices[0]["message"], choices=choices,
                             usage=usage if isinstance(usage, dict) else {}, raw=raw)
@@ -543,7 +541,8 @@ class LLMClient:
         for start in range(0, len(texts), batch_size):
             body = {"model": model or await self.model(), "input": texts[start:start + batch_size]}
             check = functools.partial(_checked_embeddings, asked=len(body["input"]))
-            vectors.extend(check(await self._request("POST", "embeddings", body, check)))
+            _, batch = await self._request("POST", "embeddings", body, check)
+            vectors.extend(batch)
         return vectors
 
 

@@ -21,7 +21,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from astra_core.chat_format import parse_reply, to_template_messages
-from astra_core.http_server import HTTPServer, announce_port, base_url, listen, serve_until_stopped
+from astra_core.http_server import (
+    HTTPServer,
+    announce_port,
+    base_url,
+    content_length,
+    listen,
+    serve_until_stopped,
+)
 from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
 from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
 
@@ -193,11 +200,10 @@ def make_handler(service: ChatService):
 
         def do_POST(self) -> None:  # noqa: N802
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:  # (raised out of the handler, it dropped the connection without a reply)
+                length = content_length(self.headers)
+            except ValueError as exc:  # (raised out of the handler, it dropped the connection without a reply)
                 self.close_connection = True
-                self._error(HTTPStatus.BAD_REQUEST,
-                            f"Content-Length is not a number: {self.headers['Content-Length']!r}")
+                self._error(HTTPStatus.BAD_REQUEST, str(exc))
                 return
             raw = self.rfile.read(length)
             if self.path.rstrip("/") != "/v1/chat/completions":
