@@ -2,7 +2,8 @@
 
 It runs inside nsjail as `python -I -S -c "...from inside.zygote import main..."` and talks to
 the host over stdin/stdout in length-prefixed JSON frames (`framing`). It never runs untrusted
-code itself. For every episode (an environment session) or program (a `run_code` request) it
+code itself: it only compiles an environment's code, once, so that its episodes start from bytecode
+(`environment_bytecode`). For every episode (an environment session) or program (a `run_code` request) it
 forks one fresh process:
 
     zygote    uid 0 of the jail's user namespace only; keeps CAP_SYS_ADMIN, SETUID, SETGID, KILL,
@@ -42,7 +43,7 @@ import stat
 import sys
 import time
 
-from .environment import REPLY_FD, REQUEST_FD, failure, serve_environment, warm_up
+from .environment import REPLY_FD, REQUEST_FD, environment_bytecode, failure, serve_environment, warm_up
 from .framing import FrameReader, decode, read_frame, write_body, write_frame
 from .prefork import share_heap
 from .privileges import drop_all_capabilities
@@ -306,7 +307,12 @@ class Zygote:
 
     @staticmethod
     def job(message: dict) -> dict:
-        return {"mode": "environment", "code": message["code"], "limits": message["limits"]}
+        """What an episode's code process is given: the environment's bytecode, or its code if that does not
+        compile here (the episode then reports why)."""
+        bytecode = environment_bytecode(message["code"])
+        if bytecode is None:
+            return {"mode": "environment", "code": message["code"], "limits": message["limits"]}
+        return {"mode": "environment", "bytecode": bytecode, "limits": message["limits"]}
 
     def preload(self, key: tuple, message: dict) -> None:
         """Give the blank spare this environment's code now, for its next open. (The next spare is
@@ -455,7 +461,7 @@ class Zygote:
             os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
         os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
         os.dup2(0, 2)
-        serve_environment(job["code"], job["limits"])
+        serve_environment(job)
         os._exit(0)
 
     def drop_privileges(self, limits: dict) -> None:
