@@ -64,11 +64,11 @@ def test_compile_warnings_do_not_reach_the_supervisors_output():
 
 def test_the_supervisor_sends_bytecode_and_the_code_only_when_it_does_not_compile():
     limits = {"max_output_bytes": LIMIT}
-    job = Zygote.job({"code": CODE, "limits": limits})
+    job = Zygote.job({"code": CODE, "limits": limits}, others=0)
     assert "code" not in job and job["bytecode"] == environment_bytecode(CODE)
     json.dumps(job)  # it travels as a JSON frame
-    broken = Zygote.job({"code": "def broken(:", "limits": limits})
-    assert broken == {"mode": "environment", "code": "def broken(:", "limits": limits}
+    broken = Zygote.job({"code": "def broken(:", "limits": limits}, others=0)
+    assert broken == {"mode": "environment", "code": "def broken(:", "limits": limits, "others": 0}
 
 
 def test_each_environment_is_compiled_once(monkeypatch):

@@ -1,6 +1,5 @@
-"""The ready queue: each worker keeps its next blank episode prepared (forked, isolated, privileges
-dropped, waiting for its code). What is handed out must be blank, used at most once, and gone with
-the pool."""
+"""The ready queue: each worker keeps blank episodes prepared (forked, isolated, waiting for their
+code), forked in batches. What is handed out must be blank, used at most once, and gone with the pool."""
 
 import json
 import os
@@ -9,7 +8,7 @@ import time
 
 import pytest
 from astra_sandbox import SessionPool
-from astra_sandbox.selftest import leftover_processes, settled_snapshot
+from astra_sandbox.selftest import leftover_processes, prepared_processes, settled_snapshot
 
 pytestmark = pytest.mark.nsjail
 
@@ -38,6 +37,21 @@ def spin():
         pass
 '''
 BLANK = {"mark": [], "tmp": [], "env": None, "pids": 1}
+FORKS = """
+import os, time
+
+def fork_until_refused():
+    children = 0
+    while True:
+        try:
+            pid = os.fork()
+        except OSError:
+            return children
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+"""
 
 
 @pytest.fixture
@@ -70,17 +84,30 @@ def look(session) -> dict:
     return {key: seen[key] for key in BLANK} | {"namespace": seen["namespace"]}
 
 
-def test_an_episode_is_prepared_before_it_is_asked_for_and_the_queue_refills(one_worker):
+def test_episodes_are_prepared_ahead_in_batches_and_handed_out_oldest_first(one_worker, config):
     first = ready(one_worker)
-    assert len(first) == 1
-    with one_worker.session(TRACES) as session:
-        assert session.call("mark", {"text": "one"}).ok
-    (status,) = one_worker.episode_status()  # no pause: the refill happened while the episode ran
-    assert status["running"] is None
-    assert len(status["ready"]) == 1 and status["ready"] != first  # the prepared one was used, a new one waits
-    with one_worker.session(TRACES) as session:
-        assert session.call("look").ok
-    assert ready(one_worker) not in (first, status["ready"])
+    assert len(first) == config.ready_episodes > 1
+    for used in range(1, config.ready_episodes + 1):
+        with one_worker.session(TRACES + f"\n# environment {used}\n") as session:  # (none is loaded ahead)
+            assert session.call("mark", {"text": "one"}).ok
+        (status,) = one_worker.episode_status()
+        assert status["running"] is None
+        if used < config.ready_episodes:
+            assert status["ready"] == first[used:]  # no fork until the last of the batch is taken
+    second = ready(one_worker)  # forked together once the last was taken
+    assert len(second) == config.ready_episodes and not set(second) & set(first)
+
+
+def test_blank_episodes_do_not_use_up_the_code_s_process_limit(config):
+    """Code may start max_processes - 1 other processes whatever waits in the ready queue (RLIMIT_NPROC
+    counts all processes of the code's user). With two users, blank episodes wait as the supervisor's user;
+    with one, they and the supervisor are counted out of the code's limit."""
+    with SessionPool(size=1, config=config) as pool:
+        assert len(ready(pool)) == config.ready_episodes
+        if not config.one_user:
+            assert {os.stat(f"/proc/{pid}").st_uid for pid in prepared_processes(pool).values()} == {0}
+        with pool.session(FORKS) as session:
+            assert session.call("fork_until_refused").output == str(config.max_processes - 1)
 
 
 def test_an_episode_handed_out_is_blank(one_worker):
@@ -111,9 +138,9 @@ def test_a_crashed_or_timed_out_episode_is_never_reused(one_worker, ending):
 
 
 def test_a_prepared_episode_that_died_is_not_handed_out(one_worker, config):
-    prepared = settled_snapshot(one_worker, config.uid, wait_s=10)  # its code process is waiting
-    (waiting,) = [pid for pids in prepared.values() for pid in pids]
-    os.kill(waiting, signal.SIGKILL)  # the code process of the prepared episode, from the host
+    next_up = ready(one_worker)[0]  # the oldest blank episode: the next one handed out
+    waiting = prepared_processes(one_worker)[next_up]
+    os.kill(waiting, signal.SIGKILL)  # the prepared episode's process, from the host
     deadline = time.monotonic() + 5
     while _running(waiting) and time.monotonic() < deadline:  # a zombie until the supervisor reaps it
         time.sleep(0.01)
@@ -127,10 +154,12 @@ def test_closing_the_pool_stops_its_prepared_episodes(config):
     try:
         with pool.session(TRACES) as session:  # one worker used once, the other never
             assert session.call("look").ok
-        prepared = settled_snapshot(pool, config.uid, wait_s=10)
-        assert [len(status["ready"]) for status in pool.episode_status()] == [1, 1]  # one waiting per worker
+        prepared = settled_snapshot(pool, None, wait_s=10)
+        # blank episodes waiting on each worker: a batch on the one never used, one fewer on the other
+        assert sorted(len(status["ready"]) for status in pool.episode_status()) == [config.ready_episodes - 1,
+                                                                                     config.ready_episodes]
         pids = [pid for group in prepared.values() for pid in group]  # (and the closed one, if not gone yet)
-        assert len(prepared) >= 2
+        assert len(prepared) >= 2 * config.ready_episodes - 1
         jails = pool.worker_pids()
     finally:
         pool.close()
@@ -146,19 +175,19 @@ def test_fresh_episodes_back_to_back_leave_nothing(one_worker, config):
         with one_worker.session(TRACES) as session:
             assert session.call("mark", {"text": "x"}).ok  # each leaves a sleeping child behind
     assert leftover_processes(one_worker, config.uid, before) == []
-    assert len(ready(one_worker)) == 1
+    assert 1 <= len(ready(one_worker)) <= config.ready_episodes
 
 
 OTHER = "NAME = 'other'\ndef which():\n    return NAME\n"
 SAME_NAME = "NAME = 'traces'\ndef which():\n    return NAME\n"
 
 
-def test_an_environment_opened_again_is_loaded_ahead_and_still_blank(one_worker):
+def test_an_environment_opened_again_is_loaded_ahead_and_still_blank(one_worker, config):
     for _ in range(2):  # the second open of the same code loads it ahead for the third
         with one_worker.session(TRACES) as session:
             assert session.call("mark", {"text": "earlier"}).ok
     (status,) = one_worker.episode_status()
-    assert len(status["loaded"]) == 1 and len(status["ready"]) <= 1
+    assert len(status["loaded"]) == 1 and len(status["ready"]) <= config.ready_episodes
     with one_worker.session(TRACES) as session:
         seen = look(session)
         assert {key: seen[key] for key in BLANK} == BLANK  # loaded fresh, nothing of the earlier episodes

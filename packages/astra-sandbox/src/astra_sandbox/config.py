@@ -43,11 +43,13 @@ class SandboxConfig:
 
     uid: int = knob(65534, "The unprivileged user (and group) the sandboxed code runs as, inside and outside the jail (`users: two`), or the one user of a jail started as root with `users: one`.", flag="sandbox-uid", minimum=0)
 
+    ready_episodes: int = knob(4, "Blank episodes each worker keeps prepared (forked, isolated, waiting for their code), forked together once the last is taken: after every fork the kernel copies each page the worker's supervisor writes again, so a batch shares that cost. More: cheaper fresh episodes, more idle processes (they do not count against `max_processes`).", flag="sandbox-ready-episodes", minimum=1)
+
     users: str = knob("auto", "Users the jail maps. `two` (needs root): the supervisor and, apart from it, `uid` the code runs as. `one` (works without root, e.g. on a cluster): only the user who starts it (`uid` if that is root); the code keeps the supervisor's user with every capability dropped, in a pid namespace of its own. `auto`: two as root, one otherwise.", flag="sandbox-users", choices=USERS)
 
     def __post_init__(self) -> None:
         positive = ("wall_time_s", "cpu_time_s", "max_processes", "max_file_size_mb", "max_open_files",
-                    "tmpfs_mb", "call_timeout_s", "max_output_kb")
+                    "tmpfs_mb", "call_timeout_s", "max_output_kb", "ready_episodes")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be > 0, got {getattr(self, name)!r}")

@@ -74,11 +74,11 @@ class Probe:
                 .replace("SECRET_ENV", SECRET_ENV))
 
 
-def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
-    """The pool's sandboxed processes (running as host user `uid` under its workers), by episode (pid
-    namespace and its pid 1): one per episode, including each worker's blank prepared one (a single idle
-    process). The workers and their supervisors are not episodes (in a jail of one user they run as `uid`
-    too)."""
+def episode_processes(pool: SessionPool, uid: int | None) -> dict[str, list[int]]:
+    """The pool's episode processes (running as host user `uid` under its workers, or as anyone: None), by
+    episode (pid namespace and its pid 1). A worker's blank prepared episodes are single idle processes, which
+    wait as the supervisor's user until given code (with two users, not as `uid`). The workers and their
+    supervisors are not episodes (in a jail of one user they run as `uid` too)."""
     parents: dict[int, int] = {}
     owned: list[int] = []
     for entry in os.listdir("/proc"):
@@ -87,7 +87,7 @@ def episode_processes(pool: SessionPool, uid: int) -> dict[str, list[int]]:
         try:
             with open(f"/proc/{entry}/stat") as handle:
                 parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
-            if os.stat(f"/proc/{entry}").st_uid == uid:
+            if uid is None or os.stat(f"/proc/{entry}").st_uid == uid:
                 owned.append(int(entry))
         except (OSError, IndexError):
             continue
@@ -160,14 +160,20 @@ def _jail_pid(episode: str) -> int | None:
     return None
 
 
-def settled_snapshot(pool: SessionPool, uid: int, wait_s: float = 2.0) -> dict[str, list[int]]:
-    """The pool's episode processes once every worker has its blank episode ready."""
+def settled_snapshot(pool: SessionPool, uid: int | None, wait_s: float = 2.0) -> dict[str, list[int]]:
+    """The pool's episode processes (see `episode_processes`) once every worker has blank episodes ready."""
     deadline = time.monotonic() + wait_s
-    while True:
-        snapshot = episode_processes(pool, uid)
-        if len(snapshot) >= pool.workers_alive or time.monotonic() >= deadline:
-            return snapshot
+    while not all(status.get("ready") for status in pool.episode_status()) and time.monotonic() < deadline:
         time.sleep(0.02)
+    return episode_processes(pool, uid)
+
+
+def prepared_processes(pool: SessionPool) -> dict[int, int]:
+    """{pid in its jail: host pid} of the blank episodes and those loaded ahead (see `prepared_episodes`) of a
+    pool of one worker."""
+    prepared = prepared_episodes(pool)
+    return {jail_pid: int(episode.rsplit("@", 1)[1]) for episode in episode_processes(pool, None)
+            if (jail_pid := _jail_pid(episode)) in prepared}
 
 
 @dataclass(frozen=True)

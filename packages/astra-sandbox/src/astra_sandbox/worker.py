@@ -73,7 +73,8 @@ class Worker:
             raise SandboxUnavailable(explain_failure(self.log(), self.process.returncode))
         self.info = ready
         # the supervisor pre-forks blank episodes with these limits; requests may only lower them
-        self.request({"op": "configure", "limits": self.config.limits()}, STARTUP_TIMEOUT_S)
+        self.request({"op": "configure", "limits": self.config.limits(), "ready": self.config.ready_episodes},
+                     STARTUP_TIMEOUT_S)
         return self
 
     @property

@@ -33,6 +33,7 @@ rlimits, nothing more (RLIMIT_NPROC does not bind root).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import os
@@ -180,8 +181,9 @@ class Zygote:
                 self.episode_namespaces |= os.CLONE_NEWIPC
             set_code_environment("/tmp")  # inherited by every episode: cheaper than setting it in each
         self.base_limits: dict | None = None  # what spares are prepared with; jobs may only lower them
+        self.ready_size = 1  # blank episodes forked together when the last one is taken (see `refill`)
         self.episode: Episode | None = None  # the running environment or program
-        self.spare: Episode | None = None
+        self.ready: collections.deque[Episode] = collections.deque()  # blank episodes, oldest first
         # an environment opened twice in a row is loaded ahead into a blank episode for its next open
         self.preloaded: tuple[tuple, Episode] | None = None
         self.last_open: tuple | None = None
@@ -200,7 +202,7 @@ class Zygote:
                 self.serve_host()
         finally:  # every episode ends with the zygote, and (unsafe mode) its work directory goes
             preloaded = self.preloaded[1] if self.preloaded else None
-            for episode in [self.episode, self.spare, preloaded, *self.ending]:
+            for episode in [self.episode, *self.ready, preloaded, *self.ending]:
                 if episode is not None:
                     self.finish(episode)
 
@@ -234,6 +236,7 @@ class Zygote:
             return {"ok": True}
         if op == "configure":
             self.base_limits = message["limits"]
+            self.ready_size = message.get("ready", 1)
             self.after_reply = self.refill  # the first blank episode, prepared before it is asked for
             return {"ok": True}
         if op == "open":
@@ -242,7 +245,7 @@ class Zygote:
             self.calls += 1
             return self.exchange(body, self.episode.limits["call_timeout_s"] if self.episode else 0)
         if op == "status":
-            return {"ok": True, "ready": [spare.pid for spare in self.spares()],
+            return {"ok": True, "ready": [spare.pid for spare in self.ready],
                     "loaded": [self.preloaded[1].pid] if self.preloaded else [],
                     "running": self.episode.pid if self.episode else None, "ending": len(self.ending)}
         if op == "close":
@@ -261,12 +264,12 @@ class Zygote:
         while len(self.ending) > MAX_ENDING:  # never let them pile up, even under a flood of requests
             self.finish(self.ending.pop(0), settle_s=0.5)
         while True:
-            if self.spare is not None and not self.ending:
+            if self.ready and not self.ending:
                 return
             host_waiting = self.host.pending or bool(select.select([0], [], [], QUIET_S)[0])
             if host_waiting:
                 return
-            if self.spare is None and self.base_limits is not None:
+            if not self.ready and self.base_limits is not None:
                 self.refill()
                 continue
             if not self.ending:
@@ -299,30 +302,34 @@ class Zygote:
                 self.retire_episode(preloaded[1])
             episode = self.episode = self.take(message)
             episode.close_outputs()  # an environment's prints are captured per call instead
-            reply = self.exchange(self.job(message), message["limits"]["call_timeout_s"])
+            reply = self.exchange(self.job(message, self.other_processes()), message["limits"]["call_timeout_s"])
         if key is not None and key == self.last_open and _loaded(reply):
             self.after_reply = lambda: self.preload(key, message)
         self.last_open = key
         return reply
 
     @staticmethod
-    def job(message: dict) -> dict:
+    def job(message: dict, others: int) -> dict:
         """What an episode's code process is given: the environment's bytecode, or its code if that does not
-        compile here (the episode then reports why)."""
+        compile here (the episode then reports why). `others`: see `other_processes`."""
         bytecode = environment_bytecode(message["code"])
-        if bytecode is None:
-            return {"mode": "environment", "code": message["code"], "limits": message["limits"]}
-        return {"mode": "environment", "bytecode": bytecode, "limits": message["limits"]}
+        source = {"code": message["code"]} if bytecode is None else {"bytecode": bytecode}
+        return {"mode": "environment", **source, "limits": message["limits"], "others": others}
+
+    def other_processes(self) -> int:
+        """Processes of the code's user that are not its episode's (the code's RLIMIT_NPROC counts them): with one
+        user, the zygote and the blank episodes; with two, none (blank episodes wait as the zygote's user)."""
+        return 1 + len(self.ready) if self.one_user else 0
 
     def preload(self, key: tuple, message: dict) -> None:
         """Give the blank spare this environment's code now, for its next open. (The next spare is
         forked while the zygote waits for a reply, see `exchange`, or when the host is quiet.)"""
         self.refill()  # if the spare went to the running episode (its open found nothing loaded ahead)
-        if self.spare is None:
+        if not self.ready:
             return
-        spare, self.spare = self.spare, None
+        spare = self.ready.popleft()
         spare.close_outputs()
-        if self.send(spare, self.job(message), message["limits"]["call_timeout_s"]):
+        if self.send(spare, self.job(message, self.other_processes()), message["limits"]["call_timeout_s"]):
             self.preloaded = (key, spare)
         else:
             self.ending.append(spare)
@@ -332,21 +339,20 @@ class Zygote:
         """The spare episode if it fits (no requirements to bind), else a freshly forked one. A spare
         is handed out once: it is never put back, whatever becomes of its episode."""
         self.base_limits = self.base_limits or message["limits"]
-        if self.spare is not None and self.spare.ended():  # it died waiting (it never ran code)
-            self.ending.append(self.spare)
-            self.spare = None
-        if self.spare is None or message.get("site"):
-            return self.spawn(self.base_limits, message.get("site", []), message)
-        spare, self.spare = self.spare, None
-        return spare
+        while self.ready and self.ready[0].ended():  # it died waiting (it never ran code)
+            self.ending.append(self.ready.popleft())
+        if not self.ready or message.get("site"):
+            (episode,) = self.spawn(self.base_limits, message.get("site", []), message)
+            return episode
+        return self.ready.popleft()
 
     def refill(self) -> None:
-        """Prepare the next blank episode (the fork is the zygote's part; the child isolates itself)."""
-        if self.spare is None and self.base_limits is not None:
-            self.spare = self.spawn(self.base_limits, [], {})
-
-    def spares(self) -> list[Episode]:
-        return [self.spare] if self.spare is not None else []
+        """Once the last blank episode is taken, prepare the next `ready_size` together (the forks are the
+        zygote's part; each child isolates itself). After every fork the kernel copies each page the zygote
+        writes again (copy-on-write): forked back to back, with nothing written in between, the episodes
+        share that cost, which serving them one at a time pays once per episode."""
+        if not self.ready and self.base_limits is not None:
+            self.ready.extend(self.spawn(self.base_limits, [], {}, count=self.ready_size))
 
     def reap_exited(self) -> None:
         """Finish closed episodes that have exited already, without waiting for any."""
@@ -370,13 +376,33 @@ class Zygote:
             episode.requests = None
         self.ending.append(episode)
 
-    def spawn(self, limits: dict, site: list, message: dict) -> Episode:
-        """Fork a blank episode: isolated, requirements bound, waiting for its job on fd 3."""
-        pipes = {name: os.pipe() for name in ("request", "reply", "out", "err")}
-        # the code's ends: read requests, write the rest
-        child_fds = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
-        own_fds = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
-        workdir = None if self.jailed else _unsafe_workdir()
+    def spawn(self, limits: dict, site: list, message: dict, count: int = 1) -> list[Episode]:
+        """Fork `count` blank episodes back to back: isolated, requirements bound, each waiting for its job on
+        fd 3. Fewer if a fork fails after the first (if the first fails, its OSError)."""
+        channels = [_channel() for _ in range(count)]  # made first: the zygote writes little between the forks
+        site_dirs = message.get("site_dirs", [])
+        pids: list[int] = []
+        workdirs: list[str | None] = []
+        try:
+            for code_ends, _ in channels:
+                workdirs.append(None if self.jailed else _unsafe_workdir())
+                pids.append(self.fork(limits, site, site_dirs, code_ends, workdirs[-1]))
+        except OSError:
+            if not pids:
+                raise
+        finally:
+            for index, (code_ends, own_ends) in enumerate(channels):
+                for fd in [*code_ends.values(), *(own_ends.values() if index >= len(pids) else ())]:
+                    os.close(fd)
+            _remove_workdirs(workdirs[len(pids):])
+        episodes = [Episode(pid, own_ends, workdir, limits, site)
+                    for pid, (_, own_ends), workdir in zip(pids, channels, workdirs, strict=False)]  # (forked ones)
+        for episode in episodes:
+            os.set_blocking(episode.requests, False)
+        return episodes
+
+    def fork(self, limits: dict, site: list, site_dirs: list, child_fds: dict, workdir: str | None) -> int:
+        """One episode's process (see `start_episode`); its pid."""
         if self.jailed:
             os.unshare(os.CLONE_NEWPID)  # the next child is pid 1 of a new pid namespace
         try:
@@ -386,14 +412,11 @@ class Zygote:
             raise
         if pid == 0:
             try:
-                self.start_episode(limits, site, message.get("site_dirs", []), child_fds, workdir)
+                self.start_episode(limits, site, site_dirs, child_fds, workdir)
             finally:
                 os._exit(70)
         self._restore_pid_namespace()
-        for fd in child_fds.values():
-            os.close(fd)
-        os.set_blocking(own_fds["request"], False)
-        return Episode(pid, own_fds, workdir, limits, site)
+        return pid
 
     def _restore_pid_namespace(self) -> None:
         if self.jailed:  # later children of the zygote itself stay in the zygote's namespace
@@ -436,7 +459,9 @@ class Zygote:
         mounts.mount("tmpfs", SITE_ROOT, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
 
     def become_code(self, limits: dict, with_requirements: bool, fds: dict, workdir: str | None) -> None:
-        """Drop to the sandbox user with rlimits and clean fds, wait for the job, run the untrusted code."""
+        """Clean fds, wait for the job, drop to the sandbox user with rlimits, run the untrusted code. A blank
+        episode waits as the zygote's user: with two users, idle episodes are no processes of the sandbox
+        user, whose processes the code's RLIMIT_NPROC counts."""
         # fd 0 is /dev/null already (see _keep_only)
         _move_fds({0: 0, 1: fds["out"], 2: fds["err"], REQUEST_FD: fds["request"], REPLY_FD: fds["reply"]})
         os.chdir(workdir or "/tmp")
@@ -445,18 +470,16 @@ class Zygote:
         workdir = workdir or "/tmp"
         if self.jailed and not self.one_user:  # (one user: the code keeps the uid that made them)
             _reopenable_by_the_code(1, 2)
+        job = read_frame(REQUEST_FD)
+        if job is None:  # closed before it was used
+            os._exit(0)
         if self.jailed:  # (unsafe mode runs as the invoking user)
             self.drop_privileges(limits)
         if with_requirements:  # (the zygote left the standard library only on sys.path)
             sys.path.append(REQ_ROOT if self.jailed else os.path.join(workdir, UNSAFE_REQ_DIR))
-        # with one user, the zygote's own process counts against the code's process limit
-        supervisor = int(self.one_user)
-        apply_limits(limits, supervisor)
-        job = read_frame(REQUEST_FD)
-        if job is None:  # closed before it was used
-            os._exit(0)
+        apply_limits(limits, job["others"])
         if job["limits"] != limits:
-            apply_limits(job["limits"], supervisor)  # a request may lower the limits
+            apply_limits(job["limits"], job["others"])  # a request may lower the limits
         if job["mode"] == "run":
             os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
         os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
@@ -502,10 +525,7 @@ class Zygote:
             with contextlib.suppress(OSError):
                 os.close(fd)
         episode.requests, episode.outputs = None, None
-        if episode.workdir:
-            import shutil  # unsafe mode only: the jail's zygote stays small, which makes forks cheaper
-
-            shutil.rmtree(episode.workdir, ignore_errors=True)
+        _remove_workdirs([episode.workdir])
         if episode.exit is None:
             return "stopped"
         return describe_status(episode.exit["status"])
@@ -583,7 +603,8 @@ class Zygote:
         started = time.monotonic()
         episode = self.take(message)
         deadline = started + limits["wall_time_s"]
-        job = {"mode": "run", "code": message["code"], "stdin": message.get("stdin", ""), "limits": limits}
+        job = {"mode": "run", "code": message["code"], "stdin": message.get("stdin", ""), "limits": limits,
+               "others": self.other_processes()}
         try:
             write_frame(episode.requests, job, deadline)
         except (TimeoutError, OSError):
@@ -648,6 +669,24 @@ class Zygote:
             return read_frame(fd, deadline=time.monotonic() + 0.01) or {}
         except (TimeoutError, OSError, ValueError):
             return {}
+
+
+def _remove_workdirs(workdirs: list[str | None]) -> None:
+    """Unsafe mode: remove episodes' work directories (in the jail an episode has none: its /tmp goes with it)."""
+    for workdir in workdirs:
+        if workdir:
+            import shutil  # unsafe mode only: the jail's zygote stays small, which makes forks cheaper
+
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _channel() -> tuple[dict, dict]:
+    """The pipes between the zygote and one episode: (the code's ends, the zygote's ends). The code reads
+    requests and writes replies and its output."""
+    pipes = {name: os.pipe() for name in ("request", "reply", "out", "err")}
+    code_ends = {name: pipe[0] if name == "request" else pipe[1] for name, pipe in pipes.items()}
+    own_ends = {name: pipe[1] if name == "request" else pipe[0] for name, pipe in pipes.items()}
+    return code_ends, own_ends
 
 
 def _loaded(reply: dict | bytes) -> bool:
