@@ -58,3 +58,31 @@ else
   rm -f "$OUT/sandbox/selftest_one_user.txt" "$OUT/sandbox/selftest_one_user.log"  # (a root run's, if any)
   echo "  (not root: the selftest above already ran in a jail of one user)"
 fi
+
+# 5. A fresh episode for every call, as strict as nsjail per call: each comes from the worker's ready queue
+#    (a batch of blank episodes forked together, waiting as the supervisor's user) and starts from bytecode
+#    the worker compiled once. Idle episodes do not take the code's process limit.
+python - <<'PY'
+import json, time
+from astra_sandbox import SandboxConfig, SessionPool
+from astra_sandbox.cli import SAMPLE_ENVIRONMENT
+
+code = json.loads(SAMPLE_ENVIRONMENT.read_text().splitlines()[0])["code"]
+forks = "import os, time\ndef fork_until_refused():\n    n = 0\n    while True:\n        try:\n            pid = os.fork()\n        except OSError:\n            return n\n        if pid == 0:\n            time.sleep(30)\n            os._exit(0)\n        n += 1\n"
+config = SandboxConfig()
+with SessionPool(size=1, config=config) as pool:
+    with pool.session(forks) as session:
+        started = session.call("fork_until_refused").output
+    print(f"  code started {started} processes (max_processes {config.max_processes}: it and {config.max_processes - 1} more)")
+    for _ in range(20):  # warm
+        with pool.session(code) as session:
+            session.call("list_products")
+    episodes, began = 200, time.perf_counter()
+    for _ in range(episodes):
+        with pool.session(code) as session:
+            assert session.call("list_products").ok
+    rate = episodes / (time.perf_counter() - began)
+    (status,) = pool.episode_status()
+    print(f"  {episodes} fresh episodes of one call each: {rate:.0f}/s on one worker; "
+          f"{len(status['ready'])} blank + {len(status['loaded'])} loaded ahead waiting (batch of {config.ready_episodes})")
+PY
