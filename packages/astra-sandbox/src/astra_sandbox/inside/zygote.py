@@ -11,7 +11,7 @@ forks one fresh process:
      └ code   pid 1 of a new pid + mount + uts namespace and a session of its own (in a jail
               closed to IPC objects, else in a new ipc namespace too): mounts
               /proc (hidepid) and a private /tmp, binds the declared requirements, hides the rest,
-              then drops to uid 65534 (no capabilities, rlimits), waits for its job on fd 3, and
+              waits for its job on fd 3, then drops to uid 65534 (no capabilities, rlimits) and
               serves an environment's tool calls (`environment`) or runs a program (`program`)
 
 In a jail of one user (`--one-user`, e.g. started without root) there is no uid 65534 to drop to:
@@ -22,9 +22,9 @@ There is no separate init: the zygote is the code's parent (it reads its status 
 wait4), and a process of its own per episode would double the fork and copy-on-write work that
 dominates an episode's cost. As pid 1, the code outlives `kill -9 -1` of its own children and
 cannot see its parent. Ending an episode ends its pid namespace: every process in it dies, and
-its mount namespace, with its /tmp, is gone. Nothing carries over to the next episode. The next blank episode is
-always prepared ahead (an environment opened twice in a row is even loaded ahead into it), and
-closed episodes are reaped while the host is quiet (see `Zygote`).
+its mount namespace, with its /tmp, is gone. Nothing carries over to the next episode. Blank episodes
+are always prepared ahead, in batches (an environment opened twice in a row is even loaded ahead into
+one), and closed episodes are reaped while the host is quiet (see `Zygote`).
 
 With `--unsafe` (development only) there are no namespaces and no user switch: episodes run as
 the invoking user with a fresh temporary directory, a new session (process group) and the
@@ -62,7 +62,7 @@ MNT_DETACH = 2
 REPLY_BASE_BYTES = 16 << 20
 MAX_ENDING = 4  # closed episodes awaiting their exit before the zygote waits for them
 QUIET_S = 0.003  # host silence after which the zygote does background work (a reply is often followed at once)
-# The call of an episode at which the next blank episode is forked (or its close, if it has fewer
+# The call of an episode at which the next blank episodes are forked (or its close, if it has fewer
 # calls). Not at its first: then the fork would pile up with the previous episode's exit and the
 # load ahead, which both start at the open.
 REFILL_AT_CALL = 4
@@ -160,14 +160,15 @@ class Episode:
 
 
 class Zygote:
-    """Serves the host. Keeps the next blank episode prepared (isolated, privileges dropped,
-    waiting for its code; forked while the zygote waits for a reply anyway) so that opening an
-    episode never waits for process start-up, and finishes closed episodes after replying, so the
-    host never waits for a namespace to be torn down. Each prepared episode is handed out once.
+    """Serves the host. Keeps blank episodes prepared (isolated, waiting for their code; forked in
+    batches while the zygote waits for a reply anyway) so that opening an episode never waits for
+    process start-up, and finishes closed episodes after replying, so the host never waits for a
+    namespace to be torn down. Each prepared episode is handed out once, oldest first.
 
     An open starts work on the cores besides the episode's own: the previous episode exits, and an
-    environment opened again is loaded ahead. The next blank episode (a fork and its isolation,
-    about a millisecond of a core) is forked at a later call, so it does not pile up with them."""
+    environment opened again is loaded ahead. The next batch of blank episodes (a fork and an
+    isolation, about a millisecond of a core, each) is forked at a later call, so it does not pile
+    up with them."""
 
     def __init__(self, jailed: bool, one_user: bool = False):
         self.jailed, self.one_user = jailed, jailed and one_user
@@ -237,7 +238,7 @@ class Zygote:
         if op == "configure":
             self.base_limits = message["limits"]
             self.ready_size = message.get("ready", 1)
-            self.after_reply = self.refill  # the first blank episode, prepared before it is asked for
+            self.after_reply = self.refill  # the first blank episodes, prepared before they are asked for
             return {"ok": True}
         if op == "open":
             return self.open(message)
@@ -258,7 +259,7 @@ class Zygote:
         return failure("sandbox_error", f"unknown op {op!r}")
 
     def work_while_idle(self) -> None:
-        """Until the host sends something: prepare the next blank episode, reap closed ones (which
+        """Until the host sends something: prepare blank episodes if none is left, reap closed ones (which
         exit on their own within milliseconds; stragglers are killed after a second)."""
         self.reap_exited()
         while len(self.ending) > MAX_ENDING:  # never let them pile up, even under a flood of requests
@@ -286,7 +287,7 @@ class Zygote:
     # -- environments --------------------------------------------------------------------------
     def open(self, message: dict) -> dict | bytes:
         """Start an episode of an environment: the one loaded ahead for it if there is one, else the
-        blank spare given the code now (the next spare is forked at a later call, see `exchange`)."""
+        oldest blank episode given the code now (the next batch is forked at a later call, see `exchange`)."""
         self.retire()
         self.calls = 0
         key = None if message.get("site") else (message["code"], tuple(sorted(message["limits"].items())))
@@ -322,9 +323,9 @@ class Zygote:
         return 1 + len(self.ready) if self.one_user else 0
 
     def preload(self, key: tuple, message: dict) -> None:
-        """Give the blank spare this environment's code now, for its next open. (The next spare is
+        """Give the oldest blank episode this environment's code now, for its next open. (The next batch is
         forked while the zygote waits for a reply, see `exchange`, or when the host is quiet.)"""
-        self.refill()  # if the spare went to the running episode (its open found nothing loaded ahead)
+        self.refill()  # if the last blank one went to the running episode (its open found nothing loaded ahead)
         if not self.ready:
             return
         spare = self.ready.popleft()
@@ -336,8 +337,8 @@ class Zygote:
 
     # -- episodes ------------------------------------------------------------------------------
     def take(self, message: dict) -> Episode:
-        """The spare episode if it fits (no requirements to bind), else a freshly forked one. A spare
-        is handed out once: it is never put back, whatever becomes of its episode."""
+        """The oldest blank episode if it fits (no requirements to bind), else a freshly forked one. A blank
+        episode is handed out once: it is never put back, whatever becomes of its episode."""
         self.base_limits = self.base_limits or message["limits"]
         while self.ready and self.ready[0].ended():  # it died waiting (it never ran code)
             self.ending.append(self.ready.popleft())
@@ -545,7 +546,7 @@ class Zygote:
 
     def exchange(self, message: dict | bytes, timeout: float) -> dict | bytes:
         """Send a request (or the job) to the episode's code and await its reply within `timeout`.
-        While the code works, the next blank episode is forked if there is none, from the episode's
+        While the code works, the next batch of blank episodes is forked if none is left, from the episode's
         REFILL_AT_CALL-th call on."""
         episode = self.episode
         if episode is None or episode.requests is None:
