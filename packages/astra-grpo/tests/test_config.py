@@ -63,7 +63,13 @@ def test_bad_values_name_the_field(values, field):
 def test_unknown_fields_are_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("batch_sise: 8\n")
-    with pytest.raises(ConfigError, match="batch_sise"):
+    with pytest.raises(ConfigError, match="'batch_sise' for GRPOConfig \\(did you mean 'batch_size'\\?\\)"):
+        load_config(GRPOConfig, path)
+    path.write_text("learning-rate: 1e-5\n")  # a flag's spelling
+    with pytest.raises(ConfigError, match="did you mean 'learning_rate'"):
+        load_config(GRPOConfig, path)
+    path.write_text("use_wandb: true\n")  # nothing like it: no guess
+    with pytest.raises(ConfigError, match="'use_wandb' for GRPOConfig$"):
         load_config(GRPOConfig, path)
     with pytest.raises(ConfigError, match="packing is not implemented"):
         load_config(SFTConfig, None, {"packing": True})

@@ -140,12 +140,22 @@ def read_yaml(path: str | Path, cls: type) -> dict[str, Any]:
     values = {}
     for key, value in loaded.items():
         if key not in hints:
-            raise ConfigError(f"{path}: unknown config field {key!r} for {cls.__name__}")
+            raise ConfigError(f"{path}: {_unknown_field(key, hints, cls)}")
         try:
             values[key] = coerce(key, hints[key], value)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     return values
+
+
+def _unknown_field(key: Any, fields: dict[str, Any], cls: type) -> str:
+    """The message for a field `cls` does not have, naming the nearest one (a misspelling, `-` for `_`)."""
+    import difflib
+
+    wanted = str(key).replace("-", "_")
+    nearest = [wanted] if wanted in fields else difflib.get_close_matches(wanted, list(fields), n=1, cutoff=0.75)
+    hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+    return f"unknown config field {key!r} for {cls.__name__}{hint}"
 
 
 def find_config(value: str, bundled: Path) -> str:
@@ -166,7 +176,7 @@ def load_config[C](cls: type[C], path: str | Path | None = None, overrides: dict
         if value is None:
             continue
         if key not in hints:
-            raise ConfigError(f"unknown config field {key!r} for {cls.__name__}")
+            raise ConfigError(_unknown_field(key, hints, cls))
         values[key] = coerce(key, hints[key], value)
     _expand_home(cls, values)
     try:
