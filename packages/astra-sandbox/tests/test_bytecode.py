@@ -46,6 +46,13 @@ def test_bytecode_loads_the_same_environment_as_the_code():
     assert from_bytecode.convert.__doc__ == "Convert US dollars."
 
 
+def test_annotations_are_evaluated_as_python_does():
+    module, _ = loaded("def convert(amount: float) -> dict:\n    return {}\n", None)
+    assert module.convert.__annotations__ == {"amount": float, "return": dict}  # not the strings 'float', 'dict'
+    _, reply = load_environment("def tool(x: Undefined):\n    return x\n", LIMIT, None)
+    assert reply["kind"] == "load_error" and "NameError" in reply["error"]  # as `import environment` fails
+
+
 def test_code_that_does_not_compile_is_left_to_the_episode():
     assert environment_bytecode("def broken(:\n    pass") is None
     assert environment_bytecode("x = 1\0") is None  # a NUL byte: ValueError, not SyntaxError

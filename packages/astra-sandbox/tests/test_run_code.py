@@ -30,6 +30,18 @@ def test_program_behaves_like_python_main(pool):
     assert result["run_result"]["stdout"] == "[True] 42\nbye\n", result
 
 
+def test_annotations_are_evaluated_as_python_does(pool):
+    """No future feature of the sandbox's own reaches the program: an annotation naming something undefined
+    fails as it does under `python main.py` (a program that would crash must not be judged to run)."""
+    undefined = run(pool, "def f(x: Undefined):\n    return x\nprint(f(1))")
+    assert undefined["run_result"]["return_code"] == 1, undefined
+    assert "NameError: name 'Undefined' is not defined" in undefined["run_result"]["stderr"]
+    evaluated = run(pool, "def f(x: int) -> str:\n    return str(x)\nprint(f.__annotations__)")
+    assert evaluated["run_result"]["stdout"] == "{'x': <class 'int'>, 'return': <class 'str'>}\n"
+    postponed = run(pool, "from __future__ import annotations\ndef f(x: Undefined):\n    return x\nprint(f(1))")
+    assert postponed["run_result"]["stdout"] == "1\n"  # the program's own future import still counts
+
+
 def test_failures_keep_their_return_code_and_traceback(pool):
     exited = run(pool, "import sys\nprint('partial')\nsys.exit(4)")
     assert exited["status"] == "Failed"

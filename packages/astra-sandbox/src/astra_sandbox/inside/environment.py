@@ -86,8 +86,9 @@ def environment_tools(module: types.ModuleType) -> dict:
 
 
 def compile_environment(code: str) -> types.CodeType:
-    """An environment's code compiled as its episode runs it."""
-    return compile(code, "environment.py", "exec")
+    """An environment's code compiled as its episode runs it: as Python runs a file, with no future feature but
+    its own (not this module's `annotations`, which would leave its annotations unevaluated)."""
+    return compile(code, "environment.py", "exec", dont_inherit=True)
 
 
 @functools.lru_cache(maxsize=BYTECODE_CACHE)

@@ -44,7 +44,8 @@ def run_program(code: str, stdin: bytes, workdir: str) -> int:
     sys.argv = [path]
     exit_code = 0
     try:
-        exec(compile(code, path, "exec"), main.__dict__)  # noqa: S102 - this is the sandboxed code
+        # as Python runs a file: no future feature but the program's own (not this module's `annotations`)
+        exec(compile(code, path, "exec", dont_inherit=True), main.__dict__)  # noqa: S102 - the sandboxed code
     except SystemExit as exc:
         exit_code = _exit_code(exc)
     except MemoryError as exc:
