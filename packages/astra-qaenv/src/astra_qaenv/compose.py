@@ -6,8 +6,9 @@ each call is `{"sub_id", "tool", "arguments", "expected"}`: the sub-questions th
 
 Composition puts all sub-environments into one module. Code whose top-level names are new is
 appended as is; code that would clash with names already defined (two generated tools that both
-keep a `DATA` table, or two tools of the same name) runs in a namespace of its own and only its
-tool function is bound at top level, under the tool's exposed name.
+keep a `DATA` table, or two tools of the same name), or that imports from `__future__` after the
+first part, runs in a namespace of its own and only its tool function is bound at top level, under
+the tool's exposed name.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def top_level_names(code: str) -> set[str]:
     return names
 
 
+def imports_from_future(code: str) -> bool:
+    """Whether a module has a `from __future__ import ...` statement (which must open its module)."""
+    return any(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in ast.parse(code).body)
+
+
 def unique_names(subenvs: list[dict]) -> list[dict]:
     """Copies whose exposed tool names are unique: a repeated name gets a `_2`, `_3`... suffix."""
     out, taken = [], set()
@@ -60,14 +66,16 @@ def compose_module(subenvs: list[dict]) -> str:
     for index, subenv in enumerate(subenvs, start=1):
         code, impl, exposed = subenv["code"].strip() + "\n", subenv["impl"], tool_name(subenv)
         names = top_level_names(code)
-        if impl == exposed and not names & defined:
+        # a future import is valid only at the top of a module: anywhere but first, the code gets its own
+        if impl == exposed and not names & defined and not (parts and imports_from_future(code)):
             parts.append(code)
             defined |= names
             continue
         namespace = f"_subenv_{index}"
         # The namespace shares the module's __name__, so its functions count as the module's own tools.
         parts.append(f"{namespace} = {{'__name__': __name__}}\n"
-                     f"exec(compile({code!r}, '<sub-environment {index}: {exposed}>', 'exec'), {namespace})\n"
+                     f"exec(compile({code!r}, '<sub-environment {index}: {exposed}>', 'exec', dont_inherit=True), "
+                     f"{namespace})\n"
                      f"{exposed} = {namespace}[{impl!r}]\n")
         defined |= {namespace, exposed}
     return "\n\n".join(parts)
