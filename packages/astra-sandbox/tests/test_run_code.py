@@ -30,6 +30,18 @@ def test_program_behaves_like_python_main(pool):
     assert result["run_result"]["stdout"] == "[True] 42\nbye\n", result
 
 
+def test_what_python_main_py_has_besides_the_standard_library(pool):
+    """The builtins the site module adds (the supervisor runs with -S) and the script's directory on sys.path."""
+    ended = run(pool, "print('before')\nexit(3)\nprint('after')")
+    assert (ended["run_result"]["return_code"], ended["run_result"]["stdout"]) == (3, "before\n"), ended
+    assert run(pool, "quit()")["run_result"]["return_code"] == 0
+    shown = run(pool, "import os, sys\nprint(type(help).__name__, callable(copyright), callable(license),"
+                      " sys.path[0] == os.path.dirname(__file__))")
+    assert shown["run_result"]["stdout"] == "_Helper True True True\n", shown
+    sibling = run(pool, "open('helper.py', 'w').write('X = 42\\n')\nimport helper\nprint(helper.X)")
+    assert sibling["run_result"]["stdout"] == "42\n", sibling
+
+
 def test_annotations_are_evaluated_as_python_does(pool):
     """No future feature of the sandbox's own reaches the program: an annotation naming something undefined
     fails as it does under `python main.py` (a program that would crash must not be judged to run)."""

@@ -15,6 +15,17 @@ from .framing import write_frame
 PROGRAM_FILE = "main.py"
 
 
+def add_site_builtins() -> None:
+    """`exit`, `quit`, `help`, `copyright`, `credits` and `license`: the builtins `python` gets from the site
+    module, which the supervisor's -S skips (generated code often ends with `exit()`). Importing site under -S
+    adds no path and runs nothing else."""
+    import site
+
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
 def _exit_code(exc: SystemExit) -> int:
     if exc.code is None:
         return 0
@@ -42,6 +53,7 @@ def run_program(code: str, stdin: bytes, workdir: str) -> int:
     main.__file__ = path
     sys.modules["__main__"] = main
     sys.argv = [path]
+    sys.path.insert(0, workdir)  # as for a script: its directory first
     exit_code = 0
     try:
         # as Python runs a file: no future feature but the program's own (not this module's `annotations`)

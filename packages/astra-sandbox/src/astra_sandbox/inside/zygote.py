@@ -48,7 +48,7 @@ from .environment import REPLY_FD, REQUEST_FD, environment_bytecode, failure, se
 from .framing import FrameReader, decode, read_frame, write_body, write_frame
 from .prefork import share_heap
 from .privileges import drop_all_capabilities
-from .program import run_program
+from .program import add_site_builtins, run_program
 
 SITE_ROOT = "/astra/site"  # host site-packages dirs, read-only, visible to the zygote only
 REQ_ROOT = "/astra/req"  # per episode: exactly the declared requirements
@@ -192,6 +192,7 @@ class Zygote:
         self.after_reply = None  # work that waits until the host has its reply
         self.ending: list[Episode] = []  # told to exit; reaped after the reply is sent
         self.host = FrameReader(0)
+        add_site_builtins()  # inherited by every episode, as `python` has them
         warm_up()
         share_heap()
 
