@@ -1,5 +1,7 @@
 """run_code in the SandboxFusion shape, on the warm pool and cold (nsjail per call)."""
 
+import base64
+
 import pytest
 from astra_sandbox import run_code
 
@@ -40,6 +42,43 @@ def test_what_python_main_py_has_besides_the_standard_library(pool):
     assert shown["run_result"]["stdout"] == "_Helper True True True\n", shown
     sibling = run(pool, "open('helper.py', 'w').write('X = 42\\n')\nimport helper\nprint(helper.X)")
     assert sibling["run_result"]["stdout"] == "42\n", sibling
+
+
+def test_input_files_and_fetched_files_as_sandboxfusion_has_them(pool, config):
+    data = base64.b64encode(bytes(range(256))).decode()
+    code = ("data = open('inputs/blob.bin', 'rb').read()\n"
+            "open('out.txt', 'w').write(f'{len(data)} {sum(data)}')\n"
+            "open('big.bin', 'wb').write(b'x' * 3_000_000)\n")
+    result = run(pool, code, files={"inputs/blob.bin": data, "skipped.txt": None},
+                 fetch_files=["out.txt", "missing.txt", "big.bin", "inputs/blob.bin"], compile_timeout=10)
+    assert result["status"] == "Success", result
+    assert base64.b64decode(result["files"]["out.txt"]) == b"256 32640"
+    assert "missing.txt" not in result["files"] and "big.bin" not in result["files"]  # absent; over the cap
+    assert "missing.txt" in result["message"] and "big.bin" in result["message"]
+    assert len(result["files"]["out.txt"]) < config.max_output_bytes
+    # a program that fetches nothing gets {} (SandboxFusion's shape)
+    assert run(pool, "print(1)")["files"] == {}
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    ({"files": {"/etc/passwd": ""}}, "not a path inside"),
+    ({"files": {"../up.txt": ""}}, "not a path inside"),
+    ({"files": {"a.txt": "not base64!"}}, "base64"),
+    ({"files": ["a.txt"]}, "object of path"),
+    ({"fetch_files": "out.txt"}, "list of paths"),
+    ({"fetch_files": ["a/../../b"]}, "not a path inside"),
+    ({"compile_timeout": "10"}, "must be a number"),
+])
+def test_bad_files_are_refused_before_anything_runs(pool, extra, fragment):
+    result = run(pool, "print('ran')", **extra)
+    assert result["status"] == "SandboxError" and fragment in result["message"], result
+
+
+def test_an_input_file_that_cannot_be_written_is_a_sandbox_failure(pool, config):
+    too_big = base64.b64encode(b"x" * (config.max_file_size_mb * 2 << 20)).decode()
+    result = run(pool, "print('ran')", files={"big.bin": too_big})
+    assert result["run_result"]["status"] == "Error" and "big.bin" in result["run_result"]["stderr"], result
+    assert result["run_result"]["stdout"] == ""
 
 
 def test_annotations_are_evaluated_as_python_does(pool):

@@ -64,7 +64,10 @@ RUN_REQUEST = {
     "required": ["code"],
     "properties": {"code": {"type": "string"}, "language": {"type": "string"}, "stdin": {"type": "string"},
                    "run_timeout": {"type": "number", "exclusiveMinimum": 0},
-                   "memory_limit_MB": {"type": "integer", "minimum": 1}, "id": {"type": "string"}},
+                   "memory_limit_MB": {"type": "integer", "minimum": 1}, "id": {"type": "string"},
+                   "compile_timeout": {"type": "number"},
+                   "files": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+                   "fetch_files": {"type": "array", "items": {"type": "string"}}},
 }
 
 
@@ -75,8 +78,8 @@ def _pool_of(config: PoolConfig, options=None):
 
 
 async def run_request(request: dict, pool, stage) -> dict:
-    """Run code requests: JSONL {"code", "language", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "id"?} in,
-    SandboxFusion run_code results out, in input order (ids passed through)."""
+    """Run code requests: JSONL {"code", "language", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "files"?,
+    "fetch_files"?, "id"?} in, SandboxFusion run_code results out, in input order (ids passed through)."""
     from astra_sandbox.run_code import BadRequest, check_request
 
     try:

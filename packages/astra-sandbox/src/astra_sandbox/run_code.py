@@ -1,9 +1,14 @@
 """One-shot program execution in the SandboxFusion `run_code` shape.
 
-Request: {"code", "language": "python", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "id"?}
+Request: {"code", "language": "python", "stdin"?, "run_timeout"?, "memory_limit_MB"?, "files"?,
+          "fetch_files"?, "id"?}
 Result:  {"status": "Success"|"Failed"|"SandboxError", "message", "compile_result": None,
           "run_result": {"status": "Finished"|"TimeLimitExceeded"|"MemoryLimitExceeded"|"Error",
-                         "stdout", "stderr", "return_code", "execution_time"}, "files": {}, "id"?}
+                         "stdout", "stderr", "return_code", "execution_time"}, "files", "id"?}
+
+`files` ({path: base64 content}, paths relative to the program's directory) are written before the program
+runs; `fetch_files` (paths) come back in the result's `files` ({path: base64}) if they exist afterwards and
+fit in the output cap (`max_output_kb`). (`compile_timeout` is accepted: Python has no compile step.)
 
 `status` is Success when the program finished with return code 0, Failed when it ran but did
 not (non-zero exit, time or memory limit), SandboxError when the sandbox could not run it.
@@ -31,10 +36,40 @@ def check_request(request: dict) -> None:
         raise BadRequest("a run_code request needs \"code\" (a string)")
     if not isinstance(request.get("stdin", "") or "", str):
         raise BadRequest("\"stdin\" must be a string")
-    for key in ("run_timeout", "memory_limit_MB"):
+    for key in ("run_timeout", "memory_limit_MB", "compile_timeout"):
         value = request.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise BadRequest(f"\"{key}\" must be a number")
+    files = request.get("files") or {}
+    if not isinstance(files, dict):
+        raise BadRequest("\"files\" must be an object of path: base64 content")
+    for path, content in files.items():
+        _check_path("files", path)
+        if content is not None and not _is_base64(content):
+            raise BadRequest(f"\"files\" {path!r}: the content must be base64 text (or null)")
+    fetch = request.get("fetch_files") or []
+    if not isinstance(fetch, list):
+        raise BadRequest("\"fetch_files\" must be a list of paths")
+    for path in fetch:
+        _check_path("fetch_files", path)
+
+
+def _check_path(field: str, path) -> None:
+    """A path relative to the program's directory, inside it."""
+    parts = path.split("/") if isinstance(path, str) else []
+    if not parts or path.startswith("/") or not all(part not in ("", ".", "..") for part in parts) or "\0" in path:
+        raise BadRequest(f"\"{field}\": {path!r} is not a path inside the program's directory (relative, "
+                         "no '..')")
+
+
+def _is_base64(text) -> bool:
+    import binascii
+
+    try:
+        binascii.a2b_base64(text, strict_mode=True)
+    except (TypeError, ValueError):  # binascii.Error is a ValueError
+        return False
+    return True
 
 
 def sandbox_error(message: str, request: dict | None = None) -> dict:
@@ -67,7 +102,8 @@ def execute(worker: Worker, request: dict, config: SandboxConfig) -> dict:
     if language not in LANGUAGES:
         return sandbox_error(f"language {language!r} is not supported (only python)", request)
     limits = _limits(request, config)
-    message = {"op": "run", "code": request["code"], "stdin": request.get("stdin") or "", "limits": limits}
+    message = {"op": "run", "code": request["code"], "stdin": request.get("stdin") or "", "limits": limits,
+               "files": request.get("files") or {}, "fetch_files": request.get("fetch_files") or []}
     try:
         reply = worker.request(message, limits["wall_time_s"])
     except WorkerLost as exc:
@@ -78,8 +114,13 @@ def execute(worker: Worker, request: dict, config: SandboxConfig) -> dict:
     run_result = {key: run[key] for key in ("status", "execution_time", "return_code", "stdout", "stderr")}
     success = run_result["status"] == "Finished" and run_result["return_code"] == 0
     message_text = "" if success else _failure_message(run_result, limits)
+    files = reply.get("files") or {}
+    missing = [path for path in request.get("fetch_files") or [] if path not in files]
+    if missing:
+        note = f"not fetched (missing, or over the {limits['max_output_bytes']} byte cap): {', '.join(missing)}"
+        message_text = f"{message_text}; {note}" if message_text else note
     result = {"status": "Success" if success else "Failed", "message": message_text, "compile_result": None,
-              "run_result": run_result, "executor_pod_name": None, "files": {}}
+              "run_result": run_result, "executor_pod_name": None, "files": files}
     return _with_id(result, request)
 
 

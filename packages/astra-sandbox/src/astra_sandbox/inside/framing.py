@@ -75,6 +75,23 @@ def decode(body: bytes) -> dict:
     return message
 
 
+def frames_in(data: bytes) -> list[dict]:
+    """The complete frames at the start of `data` (a channel read to its end), decoded; a frame that is not a
+    JSON object ends them."""
+    frames, at = [], 0
+    while at + _HEADER.size <= len(data):
+        (size,) = _HEADER.unpack_from(data, at)
+        end = at + _HEADER.size + size
+        if end > len(data):
+            break
+        try:
+            frames.append(decode(data[at + _HEADER.size:end]))
+        except ValueError:
+            break
+        at = end
+    return frames
+
+
 class FrameReader:
     """Frames from one fd, read in as few syscalls as the data allows (usually one per frame).
     Bytes past a frame stay buffered for the next read, as they would have stayed in the pipe."""

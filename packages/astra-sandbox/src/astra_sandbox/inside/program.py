@@ -35,8 +35,18 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def run_program(code: str, stdin: bytes, workdir: str) -> int:
-    """Run `code` as a fresh `__main__`, as `python main.py` would; returns the exit code."""
+def run_program(code: str, stdin: bytes, workdir: str, files: dict | None = None, fetch: list | None = None,
+                fetch_limit: int = 0) -> int:
+    """Run `code` as a fresh `__main__`, as `python main.py` would; returns the exit code. `files` (path
+    relative to the program's directory: base64 content, or None for none) are written there first; the
+    `fetch` paths are sent back afterwards (base64, up to `fetch_limit` bytes of it in all), as SandboxFusion
+    does."""
+    try:
+        _write_files(workdir, files or {})
+    except (OSError, ValueError) as exc:
+        with contextlib.suppress(OSError):
+            write_frame(REPLY_FD, {"error": str(exc)})
+        return 1
     stdin_fd = os.memfd_create("stdin")
     os.write(stdin_fd, stdin)
     os.lseek(stdin_fd, 0, os.SEEK_SET)
@@ -69,7 +79,41 @@ def run_program(code: str, stdin: bytes, workdir: str) -> int:
         _print_user_traceback(exc)
         exit_code = 1
     _finish_interpreter()
+    if fetch:
+        with contextlib.suppress(Exception):  # the program may have closed the channel, or broken the modules used
+            write_frame(REPLY_FD, {"files": _fetched(workdir, fetch, fetch_limit)})
     return exit_code
+
+
+def _write_files(workdir: str, files: dict) -> None:
+    import binascii
+
+    for path, content in files.items():
+        if content is None:
+            continue
+        target = os.path.join(workdir, path)
+        try:
+            data = binascii.a2b_base64(content, strict_mode=True)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as handle:
+                handle.write(data)
+        except (OSError, binascii.Error) as exc:
+            raise ValueError(f"cannot write the input file {path!r}: {exc}") from None
+
+
+def _fetched(workdir: str, paths: list, limit: int) -> dict:
+    """{path: base64} of the files asked for that exist, while their base64 fits in `limit` bytes."""
+    import binascii
+
+    fetched, room = {}, limit
+    for path in paths:
+        with contextlib.suppress(OSError):
+            with open(os.path.join(workdir, path), "rb") as handle:
+                text = binascii.b2a_base64(handle.read(room + 1), newline=False).decode()
+            if len(text) > room:
+                break
+            fetched[path], room = text, room - len(text)
+    return fetched
 
 
 def _print_user_traceback(exc: BaseException) -> None:

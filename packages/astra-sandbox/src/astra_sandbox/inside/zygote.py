@@ -45,7 +45,7 @@ import sys
 import time
 
 from .environment import REPLY_FD, REQUEST_FD, environment_bytecode, failure, serve_environment, warm_up
-from .framing import FrameReader, decode, read_frame, write_body, write_frame
+from .framing import FrameReader, decode, frames_in, read_frame, write_body, write_frame
 from .prefork import share_heap
 from .privileges import drop_all_capabilities
 from .program import add_site_builtins, run_program
@@ -483,7 +483,8 @@ class Zygote:
         if job["limits"] != limits:
             apply_limits(job["limits"], job["others"])  # a request may lower the limits
         if job["mode"] == "run":
-            os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir))
+            os._exit(run_program(job["code"], job.get("stdin", "").encode(), workdir, job.get("files"),
+                                 job.get("fetch_files"), job["limits"]["max_output_bytes"]))
         os.dup2(0, 1)  # an environment's prints are captured per call; the rest goes to /dev/null
         os.dup2(0, 2)
         serve_environment(job)
@@ -606,15 +607,19 @@ class Zygote:
         episode = self.take(message)
         deadline = started + limits["wall_time_s"]
         job = {"mode": "run", "code": message["code"], "stdin": message.get("stdin", ""), "limits": limits,
+               "files": message.get("files") or {}, "fetch_files": message.get("fetch_files") or [],
                "others": self.other_processes()}
         try:
             write_frame(episode.requests, job, deadline)
         except (TimeoutError, OSError):
             pass  # the program never started: reported as an Error below
         self.refill()
-        streams = {fd: bytearray() for fd in episode.outputs}
-        dropped = dict.fromkeys(episode.outputs, 0)
-        open_fds, exited, timed_out = set(episode.outputs), False, False
+        # stdout, stderr, and the notes the program's side leaves on its reply channel (fetched files among
+        # them: read as they come, or a large one would fill the pipe and stall the program)
+        streams = {fd: bytearray() for fd in (*episode.outputs, episode.replies)}
+        caps = {**dict.fromkeys(episode.outputs, limit), episode.replies: REPLY_BASE_BYTES + 2 * limit}
+        dropped = dict.fromkeys(streams, 0)
+        open_fds, exited, timed_out = set(streams), False, False
         drain_until = None  # after the exit, what is still buffered in the pipes drains quickly
         while open_fds or not exited:
             now = time.monotonic()
@@ -635,11 +640,11 @@ class Zygote:
                 if not chunk:
                     open_fds.discard(fd)
                     continue
-                room = limit - len(streams[fd])
+                room = caps[fd] - len(streams[fd])
                 streams[fd] += chunk[:max(room, 0)]
                 dropped[fd] += max(len(chunk) - max(room, 0), 0)
         elapsed = time.monotonic() - started
-        note = self._read_note(episode.replies)
+        note = {key: value for frame in frames_in(bytes(streams[episode.replies])) for key, value in frame.items()}
         out_fd, err_fd = episode.outputs
         self.finish(episode)
         result = {
@@ -652,9 +657,9 @@ class Zygote:
         exit_info = episode.exit
         if timed_out:
             result["status"] = "TimeLimitExceeded"
-        elif exit_info is None:
+        elif exit_info is None or note.get("error"):  # stopped, or it could not start
             result["status"] = "Error"
-            result["stderr"] += "\n[sandbox] " + note.get("error", "the program was stopped before it ended")
+            result["stderr"] += "\n[sandbox] " + str(note.get("error") or "the program was stopped before it ended")
         elif self._out_of_cpu(episode, limits) or (os.WIFSIGNALED(exit_info["status"])
                                                    and os.WTERMSIG(exit_info["status"]) == signal.SIGXCPU):
             result["status"] = "TimeLimitExceeded"
@@ -662,15 +667,10 @@ class Zygote:
             status = exit_info["status"]
             result["return_code"] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             result["status"] = "MemoryLimitExceeded" if note.get("memory_error") else "Finished"
-        return {"ok": True, "run_result": result}
-
-    @staticmethod
-    def _read_note(fd: int) -> dict:
-        """A note the program's side left on its reply channel (a MemoryError, a setup failure)."""
-        try:
-            return read_frame(fd, deadline=time.monotonic() + 0.01) or {}
-        except (TimeoutError, OSError, ValueError):
-            return {}
+        fetched = note.get("files")
+        files = {path: text for path, text in fetched.items() if isinstance(text, str)} \
+            if isinstance(fetched, dict) else {}
+        return {"ok": True, "run_result": result, "files": files}
 
 
 def _remove_workdirs(workdirs: list[str | None]) -> None:
