@@ -1,6 +1,6 @@
 """compose_module: sub-environments in one module that Python compiles and runs, each tool bound."""
 
-from astra_qaenv.compose import compose_module
+from astra_qaenv.compose import compose_module, top_level_names
 
 
 def subenv(name: str, code: str) -> dict:
@@ -38,3 +38,14 @@ def test_a_future_import_first_stays_inline_and_is_not_inherited_by_the_namespac
 def test_sub_environments_without_clashes_stay_inline():
     module = compose_module([subenv("a", "def a():\n    return 1\n"), subenv("b", "def b():\n    return 2\n")])
     assert "exec(" not in module
+
+
+def test_names_bound_inside_top_level_blocks_count_as_clashes():
+    # DATA is bound in a try block: the second tool's DATA must not replace it
+    guarded = subenv("get_a", "try:\n    DATA = {'x': 1}\nexcept Exception:\n    DATA = {}\n\n"
+                              "def get_a(key):\n    return DATA[key]\n")
+    plain = subenv("get_b", "DATA = {'x': 2}\n\ndef get_b(key):\n    return DATA[key]\n")
+    namespace = run(compose_module([guarded, plain]))
+    assert (namespace["get_a"]("x"), namespace["get_b"]("x")) == (1, 2)
+    assert top_level_names("if True:\n    import json as j\nfor i in []:\n    pass\nwith open(p) as fh:\n    W = 1\n"
+                           "def f():\n    INNER = 1\n") == {"j", "i", "fh", "W", "f"}

@@ -24,21 +24,43 @@ def tool_name(subenv: dict) -> str:
 
 
 def top_level_names(code: str) -> set[str]:
+    """The names a module binds at its top level, also inside its top-level if/try/with/for/while blocks (a
+    `try: DATA = load() except ...: DATA = {}` binds DATA as surely as a plain assignment)."""
+    return _bound(ast.parse(code).body)
+
+
+def _bound(statements: list[ast.stmt]) -> set[str]:
     names: set[str] = set()
-    for node in ast.parse(code).body:
+    for node in statements:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
             names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            continue
+        for target in _targets(node):
+            names |= {name.id for name in ast.walk(target) if isinstance(name, ast.Name)}
+        for block in ("body", "orelse", "finalbody"):  # the blocks of if/for/while/with/try
+            names |= _bound(getattr(node, block, []))
+        for handler in getattr(node, "handlers", []):
+            names |= _bound(handler.body) | ({handler.name} if handler.name else set())
     return names
 
 
 def imports_from_future(code: str) -> bool:
     """Whether a module has a `from __future__ import ...` statement (which must open its module)."""
     return any(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in ast.parse(code).body)
+
+
+def _targets(node: ast.stmt) -> list[ast.expr]:
+    """What an assignment, a for loop or a with statement binds."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+        return [node.target]
+    if isinstance(node, ast.With | ast.AsyncWith):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return []
 
 
 def unique_names(subenvs: list[dict]) -> list[dict]:
