@@ -3,6 +3,8 @@
 import asyncio
 import json
 import re
+import socket
+import struct
 import time
 
 import pytest
@@ -53,6 +55,16 @@ def test_timeouts_are_retried(recorded_llm):
     server = recorded_llm(replies=["late but fine"], failures=[Failure(200, sleep=1.0)])
     reply = asyncio.run(ask(client(server, timeout=0.3)))
     assert reply.content == "late but fine"
+
+
+def test_the_recorded_server_says_nothing_when_a_timed_out_client_has_gone(recorded_llm, capfd):
+    server = recorded_llm(replies=["late but fine"], failures=[Failure(200, sleep=0.5)])
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port)) as connection:
+        connection.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # hang up with a reset
+    time.sleep(1.0)  # the server answers into the closed connection
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_concurrency_is_bounded(recorded_llm):
