@@ -47,9 +47,9 @@ def _bound(statements: list[ast.stmt]) -> set[str]:
     return names
 
 
-def imports_from_future(code: str) -> bool:
+def _imports_from_future(statements: list[ast.stmt]) -> bool:
     """Whether a module has a `from __future__ import ...` statement (which must open its module)."""
-    return any(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in ast.parse(code).body)
+    return any(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in statements)
 
 
 def _targets(node: ast.stmt) -> list[ast.expr]:
@@ -87,9 +87,10 @@ def compose_module(subenvs: list[dict]) -> str:
     defined: set[str] = set()
     for index, subenv in enumerate(subenvs, start=1):
         code, impl, exposed = subenv["code"].strip() + "\n", subenv["impl"], tool_name(subenv)
-        names = top_level_names(code)
+        statements = ast.parse(code).body
+        names = _bound(statements)
         # a future import is valid only at the top of a module: anywhere but first, the code gets its own
-        if impl == exposed and not names & defined and not (parts and imports_from_future(code)):
+        if impl == exposed and not names & defined and not (parts and _imports_from_future(statements)):
             parts.append(code)
             defined |= names
             continue

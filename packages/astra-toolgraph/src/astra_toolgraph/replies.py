@@ -1,8 +1,9 @@
 """Reading generation replies: numbered lines of requests, and chains from replies that should have
 been JSON but are not (small models often write prose).
 
-Task generation and rewrites ask for plain lines; a reasoning model's <think> blocks are left out of them. Chain synthesis asks for JSON once and, when
-the reply does not parse, takes the tool names each line mentions; the chain notes `parse: "text"`.
+Task generation and rewrites ask for plain lines (their callers leave a reasoning model's <think> blocks out).
+Chain synthesis asks for JSON once and, when the reply does not parse, takes the tool names each line of the reply
+without its reasoning mentions; the chain notes `parse: "text"`.
 Judgments (verification, intent checks) never fall back: an unparseable verdict rejects.
 """
 
