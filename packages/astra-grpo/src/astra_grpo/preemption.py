@@ -16,8 +16,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -69,6 +67,8 @@ class StopSignals:
     def agreed(self) -> int:
         """The signal any process received (0: none), the same on every process. A collective: every process
         calls it at the same point of each step."""
+        import torch  # here, not at import: the CLI's error handling imports this module (`--help` stays light)
+
         flag = torch.tensor([self.received], device=self.accelerator.device)
         if self.accelerator.num_processes > 1:
             flag = self.accelerator.gather(flag).max()
