@@ -36,6 +36,7 @@ from typing import Any
 from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
 from astra_core.schema import RecordError
 from fastmcp import FastMCP
+from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from mcp.types import TextContent
@@ -164,6 +165,7 @@ class SandboxEpisode:
         environment = sample["environment"]
         self.session = pool.session(environment["code"], requirements=environment.get("requirements") or [])
         self.messages: list[dict] = [dict(message) for message in sample["messages"]]
+        self.tool_names = {tool["function"]["name"] for tool in sample["tools"]}
         self.calls = 0
         self.done = False
         self._lock = threading.Lock()
@@ -213,6 +215,17 @@ class SandboxEpisode:
         self.session.close()
 
 
+async def run_call(environment: QAEnvironment, name: str, arguments: dict[str, Any]) -> ToolResult:
+    """A tool call in the session's current episode (off the event loop: the sandbox blocks), as MCP's result."""
+    episode = environment.episode
+    if episode is None:
+        text, ok = "Error: no episode: reset the environment first", False
+    else:
+        text, ok = await asyncio.to_thread(episode.call, name, arguments)
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content={"result": text},
+                      is_error=not ok)
+
+
 class SandboxTool(Tool):
     """One of the sample's tools on the session's MCP server: a call runs in the session's current episode."""
 
@@ -228,13 +241,22 @@ class SandboxTool(Tool):
         return tool
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
-        episode = self._environment.episode
-        if episode is None:
-            text, ok = "Error: no episode: reset the environment first", False
-        else:
-            text, ok = await asyncio.to_thread(episode.call, self.name, arguments)
-        return ToolResult(content=[TextContent(type="text", text=text)], structured_content={"result": text},
-                          is_error=not ok)
+        return await run_call(self._environment, self.name, arguments)
+
+
+class UnlistedCalls(Middleware):
+    """A call of a tool the sample does not have is the episode's call too (FastMCP would refuse it before any tool
+    runs): the sandbox answers it with its unknown-tool error and it counts in the reward, as a policy's call of
+    a tool that does not exist counts in F1's c wherever it is computed."""
+
+    def __init__(self, environment: QAEnvironment):
+        self.environment = environment
+
+    async def on_call_tool(self, context: MiddlewareContext, call_next) -> ToolResult:
+        episode = self.environment.episode
+        if episode is not None and context.message.name not in episode.tool_names:
+            return await run_call(self.environment, context.message.name, context.message.arguments or {})
+        return await call_next(context)
 
 
 # -- the OpenEnv environment --------------------------------------------------------------------------
@@ -246,6 +268,7 @@ class QAEnvironment(MCPEnvironment):
 
     def __init__(self, catalog: SampleCatalog, pool):
         super().__init__(FastMCP("astra-qaenv"))
+        self.mcp_server.add_middleware(UnlistedCalls(self))
         self.catalog, self.pool = catalog, pool
         self.episode: SandboxEpisode | None = None
         self._episode_id: str | None = None
