@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from astra_core.benchenv import env_python
 
-SCRIPTS = Path(__file__).with_name("openenv_scripts")
+PLAY = Path(__file__).with_name("openenv_scripts") / "play.py"  # episodes with OpenEnv's MCPToolClient
 
 
 def openenv_python() -> str:
@@ -83,10 +83,10 @@ def serve_samples(samples_path, workdir: Path, *extra: str) -> Server:
     return Server([openenv_bin("astra-qaenv"), "serve-openenv", str(samples_path), *extra], workdir)
 
 
-def run_script(name: str, *args, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    """One of openenv_scripts/ under .venv-openenv's Python."""
-    return subprocess.run([openenv_python(), str(SCRIPTS / name), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+def run_script(script: Path, *args, timeout: float = 600.0, env: dict | None = None) -> subprocess.CompletedProcess:
+    """A test script under .venv-openenv's Python (its output captured)."""
+    return subprocess.run([openenv_python(), str(script), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def qaenv_samples(workdir: Path, every: int = 20) -> tuple[list[dict], list[dict]]:

@@ -12,7 +12,15 @@ import json
 
 import pytest
 from astra_reward import f1_reward
-from openenv_support import openenv_bin, qaenv_samples, read_jsonl, run_script, serve_samples, write_jsonl
+from openenv_support import (
+    PLAY,
+    openenv_bin,
+    qaenv_samples,
+    read_jsonl,
+    run_script,
+    serve_samples,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.nsjail
 
@@ -34,7 +42,7 @@ def server(made, tmp_path_factory):
 
 def play(server, plans, tmp_path, *flags):
     plans_path = write_jsonl(tmp_path / "plans.jsonl", plans)
-    done = run_script("play.py", server.base_url, plans_path, tmp_path / "played.jsonl", *flags)
+    done = run_script(PLAY, server.base_url, plans_path, tmp_path / "played.jsonl", *flags)
     assert done.returncode == 0, done.stderr
     return read_jsonl(tmp_path / "played.jsonl")
 
