@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from astra_reward import f1_reward
+from astra_reward import f1_from_counts, f1_reward
 from openenv_support import (
     PLAY,
     openenv_bin,
@@ -23,6 +23,7 @@ from openenv_support import (
 )
 
 pytestmark = pytest.mark.nsjail
+TRL_GRPO = PLAY.with_name("trl_grpo.py")
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +191,29 @@ def test_without_the_openenv_extra_it_says_what_to_install(cli, made):
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == (
         "Error: astra-qaenv serve-openenv needs openenv: pip install 'astra-qaenv[openenv]'")
+
+
+@pytest.mark.slow
+def test_trls_grpo_trainer_trains_a_step_against_our_served_environment(made, tmp_path):
+    """Someone else's trainer: TRL 1.16's GRPOTrainer with `environment_factory` (its OpenEnv integration), a tiny
+    random-init Qwen3 (the real Qwen3 chat template from the trl wheel), one optimizer step, our reward."""
+    from template_families import save_tiny_family_model
+
+    workdir, samples, _ = made
+    sample = next(s for s in samples.values() if len(s["tools"]) == 2)
+    (tmp_path / "sample.json").write_text(json.dumps(sample))
+    model = save_tiny_family_model(tmp_path / "tiny-qwen3", "qwen3")
+    with serve_samples(workdir / "rl.jsonl", tmp_path) as server:
+        done = run_script(TRL_GRPO, server.base_url, model, tmp_path / "sample.json", tmp_path / "trl",
+                          tmp_path / "report.jsonl", env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 1 and any("loss" in row for row in summary["log"])
+    scored = read_jsonl(tmp_path / "report.jsonl")
+    assert len(scored) == 2  # one step: 1 prompt x 2 generations, each its own OpenEnv session
+    for rollout in scored:
+        assert rollout["sample_id"] == sample["id"] and rollout["done"] is True
+        components = rollout["metadata"]["reward_components"]
+        assert components["kind"] == "f1" and components["n"] == len(sample["job"])
+        assert rollout["reward"] == f1_from_counts(components["solved"], components["n"], components["calls"])[0]
+        assert rollout["metadata"]["tool_calls"] == rollout["tool_turns"]  # TRL's tool calls are the server's calls
