@@ -20,7 +20,9 @@ environment (`astra-qaenv serve-openenv`, an environment of the OpenEnv hub, one
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -126,30 +128,19 @@ class OpenEnvPool:
     def __init__(self, timeout_s: float = 60.0):
         self.timeout_s = timeout_s
 
-    def session(self, spec: dict):
-        return _SessionContext(spec, self.timeout_s)
-
-    def close(self) -> None:
-        pass
+    @contextlib.contextmanager
+    def session(self, spec: dict) -> Iterator[OpenEnvSession]:
+        session = OpenEnvSession(spec, self.timeout_s)
+        try:
+            yield session
+        finally:
+            session.close()
 
     def __enter__(self) -> OpenEnvPool:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self.close()
-
-
-class _SessionContext:
-    def __init__(self, spec: dict, timeout_s: float):
-        self.spec, self.timeout_s, self.session = spec, timeout_s, None
-
-    def __enter__(self) -> OpenEnvSession:
-        self.session = OpenEnvSession(self.spec, self.timeout_s)
-        return self.session
-
-    def __exit__(self, *exc_info) -> bool:
-        self.session.close()
-        return False
+        pass
 
 
 def openenv_reward(pool: OpenEnvPool, sample: dict, messages: list[dict],
