@@ -67,6 +67,7 @@ def test_two_grpo_steps_against_an_openenv_environment_it_did_not_make(vault, ti
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2]
     assert all(not s["update_skipped"] and s["loss"] is not None for s in steps), steps
+    assert all(s["rollout/finish_env_done"] == 1.0 for s in steps)  # the environment ended every episode
     rollouts = read_jsonl(tmp_path / "rollouts.jsonl")
     assert {r["sample_id"] for r in rollouts} == {"red", "blue"}
     opened = [r for r in rollouts if r["reward"] == 1.0]
