@@ -46,6 +46,8 @@ STEPS = (
          "trajectories", ("toolgraph/*rejects*.jsonl",)),
     Step("40-qaenv", ("qaenv/starts.jsonl",), "KB entities", ("qaenv/rl_samples.jsonl",), "RL samples",
          ("qaenv/rejects.*.jsonl",)),
+    Step("45-openenv", ("openenv/served.jsonl",), "served samples", ("openenv/rollouts.jsonl",),
+         "episodes over OpenEnv", ("openenv/rejects.jsonl",)),
     Step("50-grpo", ("grpo/sft_data.jsonl", "grpo/rl_data.jsonl"), "trajectories and RL samples",
          ("grpo/train_rollouts.jsonl", "grpo/rollouts.jsonl"), "episodes", ("grpo/rejects.*.jsonl",)),
     Step("55-cp", ("cp/rl_data.jsonl",), "RL samples", ("cp/sft/metrics.jsonl", "cp/grpo/metrics.jsonl"),

