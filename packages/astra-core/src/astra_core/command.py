@@ -79,6 +79,8 @@ class StageSpec:
     user_llm: bool = False
     requires: tuple[tuple[str, str | None], ...] = ()
     """(flag, record kind) of each file the command cannot run without (an opener's `requires`: [(field, kind)])."""
+    ordered: bool = False
+    """The function numbers records in input order (`astra-core to-verl`'s index): it runs in one process only."""
 
     @property
     def reads_name(self) -> str | None:
@@ -92,14 +94,14 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
                   llm: bool | Callable[[Any], bool] = False,
                   user_llm: bool = False, uses: dict[str, Opener] | None = None, derive_ids: bool = False,
                   concurrency: int | None = None, batch: int | Callable[[Any], int] | None = None,
-                  bundled_configs: Path | None = None) -> Callable:
+                  bundled_configs: Path | None = None, ordered: bool = False) -> Callable:
     """Register `fn` as the stage command `name` of `group` (see the module docstring); returns `fn`."""
     uses = dict(uses or {})
 
     def decorate(fn: Callable) -> Callable:
         requires = tuple((_flag(config, field), kind) for opener in uses.values()
                          for field, kind in getattr(opener, "requires", ()))
-        spec = StageSpec(name, reads, writes, config, bool(llm) or user_llm, user_llm, requires)
+        spec = StageSpec(name, reads, writes, config, bool(llm) or user_llm, user_llm, requires, ordered)
 
         def command(**kwargs: Any) -> None:
             ctx = click.get_current_context()

@@ -140,6 +140,7 @@ class Part:
     stats: dict[str, Any] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     stop: str | None = None
+    side: dict[str, bytes] = field(default_factory=dict)  # lines written to side outputs (command.side_output)
 
     def add(self, other: Part) -> None:
         self.counts.add(other.counts)
@@ -148,16 +149,24 @@ class Part:
         merge_stats(self.stats, other.stats)
         self.messages += other.messages
         self.stop = self.stop or other.stop
+        for key, lines in other.side.items():
+            self.side[key] = self.side.get(key, b"") + lines
 
 
 def merge_stats(into: dict[str, Any], more: dict[str, Any]) -> None:
-    """Figures of two parts of a run as one: numbers add up; any other figure keeps its first value (a stage sets
-    such a figure once, e.g. the size of a pool every record shares)."""
+    """Figures of two parts of a run as one: numbers add up, and so do mappings of them (key by key); any other
+    figure keeps its first value (a stage sets such a figure once, e.g. the size of a pool every record shares)."""
     for key, value in more.items():
         if key not in into:
-            into[key] = value
-        elif isinstance(value, (int, float)) and isinstance(into[key], (int, float)):
+            into[key] = dict(value) if isinstance(value, dict) else value
+        elif _is_number(value) and _is_number(into[key]):
             into[key] += value
+        elif isinstance(value, dict) and isinstance(into[key], dict):
+            merge_stats(into[key], value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _reason_key(reason: str) -> str:

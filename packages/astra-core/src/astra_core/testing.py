@@ -5,6 +5,8 @@
 - `recorded_llm`: a real loopback HTTP server that answers chat requests with recorded replies
   (for testing parsing and control flow deterministically), can fail on purpose, and keeps
   every request it received.
+- `local_ray`: a local Ray (on 127.0.0.1) in this process, one per session, that `astra-core ray` runs invoked
+  in-process use (the `ray` extra); `records_as_run` compares what two runs wrote.
 
 Importing this module is cheap: nothing heavy loads until a fixture is used.
 """
@@ -186,3 +188,41 @@ def llm_env(embedded_llm: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("ASTRA_LLM_BASE_URL", embedded_llm)
     monkeypatch.delenv("ASTRA_LLM_MODEL", raising=False)
     return embedded_llm
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[None]:
+    """A local Ray instance in this process (as `astra-core ray` starts without --address: on 127.0.0.1, this
+    machine's CPUs), shared by the session's in-process `astra-core ray` runs; shut down at its end."""
+    from astra_core.ray_stage import connect
+
+    ray = connect(None)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def records_as_run(path) -> list[str]:
+    """The records of a JSONL file (outputs or rejects) as a sorted list of canonical JSON texts, the times of their
+    provenance steps left out: what two runs of a stage wrote, compared as sets of records (order aside)."""
+    texts = []
+    with open(path, "rb") as handle:
+        for line in handle:
+            record = json.loads(line)
+            for holder in (record, record.get("record")):
+                if isinstance(holder, dict):
+                    for step in (holder.get("meta") or {}).get("provenance", []):
+                        step.pop("time", None)
+            texts.append(json.dumps(record, sort_keys=True, ensure_ascii=False))
+    return sorted(texts)
+
+
+def summary_of(stderr: str, command: str) -> list[str]:
+    """The counts a stage printed at its end (`command: read ... · wrote ... · rejected ...` and the lines under it)
+    without their elapsed time or how Ray ran it: what a run on Ray and one in one process must print alike."""
+    lines = stderr.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith(f"{command}: read "))
+    head = lines[start].rsplit(" · ", 1)[0]  # (the elapsed time)
+    rest = [line for line in lines[start + 1:] if line.startswith("  ") and not line.startswith("  ray: ")]
+    return [head, *rest]

@@ -1,0 +1,605 @@
+"""Any declared stage on a Ray cluster, with Ray Data: `astra-core ray [OPTIONS] COMMAND [ARGS]...`.
+
+The stage runs as its command declares it (astra_core.command.StageJob): the same per-record function, resources,
+validation, reject reasons and counts. Only where changes:
+
+1. Read (Ray tasks): every input file, directory (its files, recursively, in name order; names starting with `.`
+   or `_` are skipped) or URI that pyarrow's file systems open (s3://, gs://, hdfs://...) is read into Ray's
+   object store, JSONL (gzip, bzip2, xz) or Parquet (a row is a record) by its first bytes, and split into
+   blocks of at most --batch-size lines.
+2. Check (Ray tasks): every line is parsed and validated as the stage does. A malformed line or a duplicate id
+   without --skip-bad stops the run here, naming file, line and field, before any record is processed (in one
+   process the lines before it would have been); with --skip-bad, duplicates are known across all batches.
+3. Process (Ray Data map_batches over a pool of actors, `StageWorker`): each actor opens the stage's resources
+   once (LLM clients, MCP sessions, the sandbox pool, embeddings) and closes them when it ends; each batch runs as
+   a Stage in memory (Stage.in_memory): async stages keep `--concurrency` records in flight in each actor.
+4. Write (this process): each batch's outputs, rejects, counts and side outputs come back here and are written by
+   the stage's own code (Stage.absorb): one -o file as in one process (JSONL, .gz, .parquet), --resume, the
+   summary and exit status. Output order is the order batches finish in.
+
+A batch whose worker dies (a node lost, an out-of-memory kill) is retried by Ray on a restarted actor. Ray counts
+no such deaths for us: `_Deaths` does. After --worker-deaths deaths during one batch, its records run one at a
+time, and a record during which its worker died --worker-deaths times more is rejected with the reason, never
+lost (`WorkerLost`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import io
+import itertools
+import logging
+import math
+import os
+import pickle
+import threading
+import traceback
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from astra_core import collector
+from astra_core.command import StageJob
+from astra_core.jsonl import MalformedLine, UnreadableInput, numbered_lines_of, parse_line
+from astra_core.schema import RecordError
+from astra_core.stage import Part, Stage, StageError, duplicate_id
+
+EXTRA = "astra-agent-core[ray]"
+READ_ROWS = 4096  # lines per piece a reading task hands on (its blocks, before they are split into batches)
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How `astra-core ray` spreads a stage (the flags of the command; defaults documented there and in docs/ray.md)."""
+
+    address: str | None = None  # None: RAY_ADDRESS, else a local Ray of this run on 127.0.0.1
+    actors: int | None = None  # None: the cluster's CPUs / cpus_per_actor (at most one per batch)
+    cpus_per_actor: float = 1.0
+    batch_size: int | None = None  # None: the stage's own batch, else 8 x concurrency (async) or 64 records
+    worker_deaths: int = 3  # deaths of a batch's worker before its records run one at a time; of a record's, rejected
+
+
+class WorkerLost(Exception):
+    """A record whose Ray worker died every time it ran it alone (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    name: str  # as messages and rejects name it: the input as given, or its path under a directory given
+    uri: str  # what is opened: a local path or a URI
+
+
+def input_files(inputs: Iterable[str]) -> list[InputFile]:
+    """The files of the inputs: a file, a directory's files (recursively, in name order, without names that start
+    with `.` or `_`: markers such as _SUCCESS), or the same for a URI."""
+    found: list[InputFile] = []
+    for given in inputs:
+        if "://" in given:
+            found += _remote_files(given)
+        elif os.path.isdir(given):
+            found += [InputFile(os.path.join(given, rel), os.path.join(given, rel)) for rel in _local_tree(given)]
+        elif os.path.exists(given):
+            found.append(InputFile(given, given))
+        else:
+            raise FileNotFoundError(f"no such file or directory: {given}")
+    return found
+
+
+def _visible(rel: str) -> bool:
+    return not any(part.startswith((".", "_")) for part in rel.split("/"))
+
+
+def _local_tree(root: str) -> list[str]:
+    files = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = [d for d in subdirs if not d.startswith((".", "_"))]
+        files += [os.path.relpath(os.path.join(directory, n), root) for n in names]
+    return sorted(rel for rel in files if _visible(rel))
+
+
+def _remote_files(uri: str) -> list[InputFile]:
+    import pyarrow.fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(uri)
+    info = filesystem.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no such file or directory: {uri}")
+    if info.type != pafs.FileType.Directory:
+        return [InputFile(uri, uri)]
+    base = uri.rstrip("/")
+    rels = sorted(os.path.relpath(i.path, path) for i in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+                  if i.type == pafs.FileType.File)
+    return [InputFile(f"{base}/{rel}", f"{base}/{rel}") for rel in rels if _visible(rel)]
+
+
+# -- reading and checking the lines (Ray tasks) ------------------------------------------------------------------
+
+def _open_binary(uri: str) -> io.BufferedReader:
+    if "://" not in uri:
+        return open(uri, "rb")  # noqa: SIM115 - closed by the caller
+    import pyarrow.fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(uri)
+    return io.BufferedReader(filesystem.open_input_stream(path, compression=None))
+
+
+def file_lines(file: InputFile) -> Iterator[tuple[int, bytes, str]]:
+    """(line number, bytes, "") of every non-blank line of a JSONL file, or (row number, the row as JSON, "") of
+    every row of a Parquet file; last, (line number, b"", why) where compressed data breaks off."""
+    with _open_binary(file.uri) as handle:
+        if handle.peek(4)[:4] == b"PAR1":
+            yield from _parquet_rows(file)
+            return
+        try:
+            for lineno, line in numbered_lines_of(handle, file.name):
+                if line.strip():
+                    yield lineno, line, ""
+        except UnreadableInput as broken:
+            yield broken.lineno, b"", broken.message
+
+
+def _parquet_rows(file: InputFile) -> Iterator[tuple[int, bytes, str]]:
+    """Rows as pyarrow reads them: a field that some rows of the file lack is null in those rows (Parquet has one
+    schema per file)."""
+    import pyarrow.parquet as pq
+
+    if "://" in file.uri:
+        import pyarrow.fs as pafs
+
+        filesystem, path = pafs.FileSystem.from_uri(file.uri)
+        source: Any = filesystem.open_input_file(path)
+    else:
+        source = file.uri
+    row = 0
+    for table in pq.ParquetFile(source).iter_batches():
+        for record in table.to_pylist():
+            row += 1
+            yield row, orjson.dumps(record, default=str), ""
+
+
+def _read_files(batch: dict, files: list[InputFile]) -> Iterator[dict[str, list]]:
+    """map_batches over file indices: the lines of each file, READ_ROWS at a time."""
+    for index in batch["file"]:
+        rows: dict[str, list] = {"file": [], "line": [], "raw": [], "broken": []}
+        for lineno, raw, broken in file_lines(files[int(index)]):
+            for key, value in (("file", int(index)), ("line", lineno), ("raw", raw), ("broken", broken)):
+                rows[key].append(value)
+            if len(rows["line"]) >= READ_ROWS:
+                yield rows
+                rows = {key: [] for key in rows}
+        if rows["line"]:
+            yield rows
+
+
+def _check_lines(batch: dict, names: list[str], kind: str | dict | None) -> dict[str, list]:
+    """map_batches over lines: each line's id if the stage would take it (parsed, valid), else why not."""
+    out: dict[str, list] = {"file": [], "line": [], "id": [], "error": [], "field": [], "record_id": [],
+                            "unreadable": []}
+    for file, line, raw, broken in zip(batch["file"], batch["line"], batch["raw"], batch["broken"], strict=True):
+        record_id = error = field = bad_id = None
+        if broken:
+            error = broken
+        else:
+            try:
+                record = parse_line(names[int(file)], int(line), bytes(raw), kind).record
+                record_id = record.get("id") if isinstance(record.get("id"), str) else None
+            except MalformedLine as bad:
+                error, field, bad_id = bad.message, bad.field, bad.record_id
+        for key, value in (("file", int(file)), ("line", int(line)), ("id", record_id), ("error", error),
+                           ("field", field), ("record_id", bad_id), ("unreadable", bool(broken))):
+            out[key].append(value)
+    return out
+
+
+@dataclass
+class Checked:
+    """What the check of every line found."""
+
+    lines: int = 0
+    first_bad: RecordError | None = None  # the first bad line in input order: a run without --skip-bad stops on it
+    bad_at: tuple[int, int] | None = None
+    seen: dict[str, str] = dataclasses.field(default_factory=dict)  # duplicated ids -> file:line of their first line
+
+
+def checked(rows: Iterable[dict], names: list[str]) -> Checked:
+    """Bad lines and duplicate ids of all the input, from the lines' check rows (in any order)."""
+    found = Checked()
+    first: dict[str, tuple[int, int]] = {}
+    later: list[tuple[tuple[int, int], str]] = []  # lines whose id an earlier line has
+
+    def bad(at: tuple[int, int], error: RecordError) -> None:
+        if found.bad_at is None or at < found.bad_at:
+            found.bad_at, found.first_bad = at, error
+
+    for row in rows:
+        found.lines += 1
+        at = (row["file"], row["line"])
+        name = names[at[0]]
+        if row["error"] is not None:
+            error = (UnreadableInput(row["error"], source=name, lineno=at[1]) if row["unreadable"] else
+                     MalformedLine(row["error"], source=name, lineno=at[1], text=b"", record_id=row["record_id"],
+                                   field=row["field"]))
+            bad(at, error)
+        elif row["id"] is not None:
+            earlier = first.setdefault(row["id"], at)
+            if earlier != at:
+                later.append((max(earlier, at), row["id"]))
+                first[row["id"]] = min(earlier, at)
+    where = {record_id: f"{names[first[record_id][0]]}:{first[record_id][1]}" for _, record_id in later}
+    found.seen = where
+    if later:
+        (file, line), record_id = min(later)
+        bad((file, line), duplicate_id(record_id, where[record_id], names[file], line))
+    return found
+
+
+# -- the actors ----------------------------------------------------------------------------------------------------
+
+class _Deaths:
+    """Runs of a batch (or a record) that started and never finished: deaths of the worker running it. A Ray
+    actor of the run (Ray retries a batch whose worker died without counting for us)."""
+
+    def __init__(self) -> None:
+        self._running: collections.Counter = collections.Counter()
+
+    def start(self, key: tuple) -> int:
+        died = self._running[key]
+        self._running[key] += 1
+        return died
+
+    def finish(self, key: tuple) -> None:
+        self._running[key] -= 1
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every batch of the run shares, put in Ray's object store once."""
+
+    job: StageJob
+    names: list[str]
+    done: set[str]  # ids --resume skips
+    seen: dict[str, str]  # duplicated ids -> their first line
+    side: dict[str, bool]  # side outputs: key -> written (the driver opened a file for it)
+    worker_deaths: int
+
+
+class StageWorker:
+    """A Ray actor that runs batches of one stage (Ray Data's callable class): the stage's resources open once, when
+    it starts, and close when it ends; async resources and LLM clients live on the actor's own event loop."""
+
+    def __init__(self, plan_ref: list, deaths: Any):
+        import ray
+
+        self._plan: _Plan = ray.get(plan_ref[0])
+        self._job = self._plan.job
+        self._deaths = deaths
+        self._stack = contextlib.ExitStack()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients: dict[str, Any] = {}
+        self._failure: str | None = None  # a resource that could not open: every batch stops the run with it
+        try:
+            self._resources, later = self._job.open_resources(self._stack)
+            self._stack.enter_context(collector.set_for_records_in_flight())
+            if self._job.is_async:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="astra-stage-loop", daemon=True).start()
+                self._opened = self._job.clients(later)
+                self._clients = self._on_loop(self._opened.__aenter__())
+        except Exception as exc:  # noqa: BLE001 - said by the driver, once, as the stage says it in one process
+            self._failure = _stop_message(exc, self._job.options.debug)
+
+    def _on_loop(self, coroutine: Any) -> Any:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def __call__(self, batch: dict) -> dict[str, list]:
+        rows = list(zip(batch["file"].tolist(), batch["line"].tolist(), list(batch["raw"]), batch["broken"].tolist(),
+                        strict=True))
+        if self._failure is not None:
+            part = Part(stop=self._failure)
+        else:
+            part = self._guarded(("batch", rows[0][:2], rows[-1][:2], len(rows)), rows)
+        return {"part": [pickle.dumps(part)]}
+
+    def _guarded(self, key: tuple, rows: list[tuple]) -> Part:
+        """The batch run whole; after worker_deaths deaths during it, record by record."""
+        import ray
+
+        died = ray.get(self._deaths.start.remote(key))
+        if died < self._plan.worker_deaths:
+            part = self._run(rows)
+        else:
+            part = Part()
+            for row in rows:
+                part.add(self._alone(row))
+        ray.get(self._deaths.finish.remote(key))
+        return part
+
+    def _alone(self, row: tuple) -> Part:
+        import ray
+
+        key = ("line", row[0], row[1])
+        died = ray.get(self._deaths.start.remote(key))
+        if died < self._plan.worker_deaths:
+            part = self._run([row])
+        else:
+            part = self._run([row], lost=died)
+        ray.get(self._deaths.finish.remote(key))
+        return part
+
+    def _run(self, rows: list[tuple], lost: int = 0) -> Part:
+        """The rows as one Stage in memory; `lost`: the worker died that many times running this one record alone,
+        so it is rejected (through the stage, which still checks it, skips it on --resume, ...) rather than run."""
+        job, plan = self._job, self._plan
+        stage = job.new_stage()
+        side = {key: io.BytesIO() if written else None for key, written in plan.side.items()}
+        stop = None
+        with stage.in_memory(_by_file(rows, plan.names), done=plan.done, seen=plan.seen):
+            bound = {"config": job.settings, "stage": stage, **self._resources, **side}
+            try:
+                if lost:
+                    stage.run(_lost(lost))
+                elif job.is_async:
+                    self._on_loop(self._arun(stage, bound))
+                else:
+                    job.process(stage, bound)
+            except Exception as exc:  # noqa: BLE001 - a stop (or --fail-fast): the driver stops the run with it
+                stop = _stop_message(exc, job.options.debug)
+        part = stage.part(stop)
+        part.side = {key: buffer.getvalue() for key, buffer in side.items() if buffer is not None}
+        return part
+
+    async def _arun(self, stage: Stage, bound: dict[str, Any]) -> None:
+        bound.update(self._clients)
+        before = {key: dataclasses.replace(client.usage) for key, client in self._clients.items()
+                  if key in ("llm", "user") and client is not None}
+        try:
+            await self._job.aprocess(stage, bound)
+        finally:  # token usage of this batch: the driver adds up every batch's
+            for key, label in (("llm", "llm"), ("user", "user_llm")):
+                if key in before:
+                    after = dataclasses.asdict(self._clients[key].usage)
+                    delta = {name: after[name] - value for name, value in dataclasses.asdict(before[key]).items()}
+                    if delta["requests"]:
+                        stage.stats[label] = delta
+
+    def __del__(self) -> None:
+        """Ray Data ends the actor gracefully when the stage is done: its resources close then."""
+        try:
+            if self._loop is not None and hasattr(self, "_opened"):
+                self._on_loop(self._opened.__aexit__(None, None, None))
+                self._loop.call_soon_threadsafe(self._loop.stop)
+        finally:
+            self._stack.close()
+
+
+def _by_file(rows: list[tuple], names: list[str]) -> Iterator[Iterator[tuple[str, int, bytes]]]:
+    """The rows as Stage.in_memory takes them: per run of lines of one file, their (source, line, bytes)."""
+    for file, group in itertools.groupby(rows, key=lambda row: row[0]):
+        yield _lines(names[file], group)
+
+
+def _lines(name: str, group: Iterable[tuple]) -> Iterator[tuple[str, int, bytes]]:
+    for _, line, raw, broken in group:
+        if broken:
+            raise UnreadableInput(broken, source=name, lineno=line)
+        yield name, line, bytes(raw)
+
+
+def _lost(deaths: int):
+    def lose(record: dict) -> None:
+        raise WorkerLost(f"its Ray worker died each of the {deaths} times it ran this record alone (an "
+                         "out-of-memory kill or a crash in native code: see the Ray logs)")
+
+    return lose
+
+
+def _stop_message(exc: BaseException, debug: bool) -> str:
+    """What stops the run, said as the stage command says it (its RecordError or StageError as it is)."""
+    if isinstance(exc, (RecordError, StageError)):
+        return str(exc)
+    message = f"{type(exc).__name__}: {exc}"
+    return message + "\n" + "".join(traceback.format_exception(exc)) if debug else message
+
+
+# -- the command ---------------------------------------------------------------------------------------------------
+
+def find_stage(words: list[str]) -> tuple[Any, str, list[str]]:
+    """The astra-* command that `words` name and its arguments: (its click group, its name, the arguments), for
+    a stage command (declared with astra_core.command.stage_command) that may run on Ray."""
+    import click
+
+    from astra_core.command import stage_specs
+
+    program, *args = words
+    scripts = {ep.name: ep for ep in entry_points_of("console_scripts") if ep.name.startswith("astra-")}
+    if program not in scripts:
+        raise click.UsageError(f"{program} is not an astra command (one of: {', '.join(sorted(scripts))})")
+    group = scripts[program].load()
+    command, depth = group, 0
+    while isinstance(command, click.Group) and depth < len(args) and command.get_command(None, args[depth]):
+        command, depth = command.get_command(None, args[depth]), depth + 1
+    spec = getattr(command, "stage_spec", None)
+    named = " ".join([program, *args[:depth]])
+    if spec is None:
+        stages = ", ".join(sorted(stage_specs(group)))
+        raise click.UsageError(f"{named} is not a stage command (a function of each record); the stages of {program}: "
+                               f"{stages or 'none'}")
+    if spec.ordered:
+        raise click.UsageError(f"{named} numbers its records in input order: run it in one process")
+    return group, program, args
+
+
+def entry_points_of(group: str) -> list[Any]:
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=group))
+
+
+def runner(settings: RayOptions):
+    """The stage runner (astra_core.command.stage_runner) of `astra-core ray`."""
+
+    def run(job: StageJob) -> Stage:
+        from astra_core.extras import MissingExtra, require
+
+        try:
+            require("ray.data", extra=EXTRA, needed_by="astra-core ray")
+        except MissingExtra as exc:
+            raise StageError(str(exc)) from None
+        return run_on_ray(job, settings)
+
+    return run
+
+
+# -- the driver ----------------------------------------------------------------------------------------------------
+
+def connect(address: str | None) -> Any:
+    """Ray, connected: to `address` (else RAY_ADDRESS), or to a local Ray started for this run on 127.0.0.1."""
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is None:
+        # Ray binds a local instance to the machine's network address unless told to stay on the loopback.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
+    else:
+        ray.init(address=address, logging_level=logging.WARNING)
+    return ray
+
+
+def _quiet(ray: Any) -> None:
+    """Our progress and counts, not Ray Data's: its bars and per-run log lines off; no run is stopped for going
+    without output for a while (one batch of long rollouts can take longer than Ray Data's 30 minutes)."""
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    for name, value in (("print_on_execution_start", False), ("enable_auto_log_stats", False),
+                        ("execution_no_progress_timeout_s", -1)):
+        if hasattr(context, name):
+            setattr(context, name, value)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*minimum number of concurrent actors.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray")
+
+
+def default_batch_size(job: StageJob) -> int:
+    if job.batch:
+        return job.batch
+    if job.is_async:
+        return 8 * (job.concurrency or (job.llm_config.concurrency if job.llm_config else 8))
+    return 64
+
+
+def run_on_ray(job: StageJob, settings: RayOptions) -> Stage:
+    """Run the job on Ray (see the module docstring); the Stage that wrote its outputs, as `run_here` returns."""
+    if "-" in job.options.inputs:
+        raise StageError("astra-core ray reads files, directories or URIs, not stdin (workers on other machines "
+                         "cannot read it): write it to a file first")
+    files = input_files(job.options.inputs)
+    names = [file.name for file in files]
+    job = dataclasses.replace(job, options=dataclasses.replace(job.options, inputs=tuple(names)))
+    ray = connect(settings.address)
+    _quiet(ray)
+    size = settings.batch_size or default_batch_size(job)
+    lines = _read(ray, files, size)
+    check = checked(_check_rows(lines, names, job.spec.reads) if lines is not None else [], names)
+    if check.first_bad is not None and not job.options.skip_bad:
+        raise check.first_bad
+    with contextlib.ExitStack() as stack:
+        stage = stack.enter_context(job.new_stage(total=check.lines))
+        side = _open_side_outputs(job, stack)
+        actor_job = dataclasses.replace(job, uses={k: v for k, v in job.uses.items() if k not in side})
+        plan = _Plan(actor_job, names, stage.done_ids, check.seen, {k: v is not None for k, v in side.items()},
+                     settings.worker_deaths)
+        if lines is not None:
+            actors = _actor_count(ray, settings, lines.num_blocks())
+            stage.stats["ray"] = _describe_run(ray, actors, settings, size, job)
+            _process(ray, stage, lines, plan, side, actors, settings, check.lines)
+        return stage
+
+
+def _read(ray: Any, files: list[InputFile], size: int) -> Any:
+    """The input's lines in Ray's object store, in blocks of at most `size` lines (one batch each); None when
+    there are none."""
+    if not files:
+        return None
+    read = ray.data.from_items([{"file": index} for index in range(len(files))],
+                               override_num_blocks=len(files))
+    lines = read.map_batches(_read_files, batch_size=1, fn_kwargs={"files": files}).materialize()
+    count = lines.count()
+    return lines.repartition(math.ceil(count / size)).materialize() if count else None
+
+
+def _check_rows(lines: Any, names: list[str], kind: str | dict | None) -> Iterator[dict]:
+    checks = lines.map_batches(_check_lines, fn_kwargs={"names": names, "kind": kind}, batch_format="numpy")
+    for batch in checks.iter_batches(batch_size=None, batch_format="pyarrow"):
+        yield from batch.to_pylist()
+
+
+def _open_side_outputs(job: StageJob, stack: contextlib.ExitStack) -> dict[str, Any]:
+    """The side outputs (command.side_output) opened here, where the stage's output is written: key -> file or None."""
+    from astra_core.command import _open
+
+    return {key: stack.enter_context(_open(opener, job.settings, job.options, job.llm_config))
+            for key, opener in job.uses.items() if getattr(opener, "side_output", False)}
+
+
+def _actor_count(ray: Any, settings: RayOptions, batches: int) -> int:
+    if settings.actors is not None:
+        return max(1, min(settings.actors, batches))
+    cpus = ray.cluster_resources().get("CPU", 1)
+    return max(1, min(int(cpus // settings.cpus_per_actor), batches))
+
+
+def _describe_run(ray: Any, actors: int, settings: RayOptions, size: int, job: StageJob) -> str:
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    width = (f", {job.concurrency or (job.llm_config.concurrency if job.llm_config else 8)} in flight each"
+             if job.is_async else "")
+    return (f"{actors} actor{'s' if actors != 1 else ''} ({settings.cpus_per_actor:g} CPU each{width}) on {nodes} "
+            f"node{'s' if nodes != 1 else ''}, batches of {size}")
+
+
+def _process(ray: Any, stage: Stage, lines: Any, plan: _Plan, side: dict[str, Any], actors: int,
+             settings: RayOptions, total: int) -> None:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    deaths = ray.remote(num_cpus=0)(_Deaths).options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
+    plan_ref = ray.put(plan)
+    processed = lines.map_batches(
+        StageWorker, fn_constructor_args=([plan_ref], deaths), batch_size=None,
+        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=settings.cpus_per_actor)
+    absorbed = 0
+    try:
+        for batch in processed.iter_batches(batch_size=None, batch_format="numpy"):
+            for blob in batch["part"]:
+                part: Part = pickle.loads(blob)
+                stage.absorb(part)
+                absorbed += part.counts.read
+                for key, lines_written in part.side.items():
+                    side[key].write(lines_written)
+                if part.stop is not None:
+                    raise StageError(part.stop)
+    except BaseException:
+        stage.counts.read += total - absorbed  # read, not finished: said so in the summary, done by --resume
+        raise
+    finally:
+        for label in ("llm", "user_llm"):
+            if isinstance(stage.stats.get(label), dict):
+                stage.stats[label] = _usage_line(stage.stats[label])
+
+
+def _usage_line(counts: dict[str, int]) -> str:
+    from astra_core.llm.client import Usage
+
+    return str(Usage(**counts))
+
+
