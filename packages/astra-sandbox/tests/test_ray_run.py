@@ -1,0 +1,59 @@
+"""`astra-sandbox run` (an async stage with a warm jailed pool) on Ray Data (`astra-core ray`): each actor opens its
+own pool of real nsjail workers, and the run writes the records, rejects and counts of one process.
+
+Runs in-process on the session's local Ray (`local_ray`, astra_core.testing).
+"""
+
+import base64
+import json
+
+import pytest
+from astra_core.cli import main as core
+from astra_core.testing import records_as_run, summary_of
+from astra_sandbox.cli import main as sandbox
+from click.testing import CliRunner
+
+pytestmark = pytest.mark.nsjail
+
+QUICK = ["--sandbox-wall-time-s", "2", "--sandbox-cpu-time-s", "2", "--sandbox-memory-mb", "256",
+         "--sandbox-call-timeout-s", "1", "--sandbox-pool-size", "1"]
+
+
+def requests(tmp_path):
+    """Programs, and bad input: a request without code, a wrong-typed field, a path out of the program's directory
+    (the stage's own Rejected), a program that runs past its time limit."""
+    items = [{"id": f"r{n}", "code": f"print({n} * {n})"} for n in range(9)]
+    items[2] = {"id": "no-code", "language": "python"}
+    items[4] = {"id": "wrong-type", "code": "print(1)", "run_timeout": "soon"}
+    items[6] = {"id": "escape", "code": "print(1)", "files": {"../x": base64.b64encode(b"x").decode()}}
+    items.append({"id": "loop", "code": "while True:\n    pass", "run_timeout": 0.5})
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    return path
+
+
+def without_timing(path):
+    """The records, without the one field that differs between any two runs: how long a program took."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        (record.get("run_result") or {}).pop("execution_time", None)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return records_as_run(path)
+
+
+def test_sandbox_run_on_ray_writes_the_records_rejects_and_counts_of_one_process(tmp_path, local_ray):
+    path = requests(tmp_path)
+    args = ["run", str(path), *QUICK, "--skip-bad"]
+    here = CliRunner().invoke(sandbox, [*args, "-o", str(tmp_path / "here.jsonl"),
+                                        "--rejects", str(tmp_path / "here.rej.jsonl")])
+    assert here.exit_code == 0, here.output
+    there = CliRunner().invoke(core, ["ray", "--actors", "2", "--batch-size", "3", "astra-sandbox", *args,
+                                      "-o", str(tmp_path / "ray.jsonl"), "--rejects", str(tmp_path / "ray.rej.jsonl")])
+    assert there.exit_code == 0, there.output
+    assert without_timing(tmp_path / "ray.jsonl") == without_timing(tmp_path / "here.jsonl")
+    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
+    summary = summary_of(there.stderr, "astra-sandbox run")
+    assert summary == summary_of(here.stderr, "astra-sandbox run")
+    # the figures the stage keeps (stage.stats) add up over the actors' batches
+    assert "  result Success/Finished: 6" in summary and "  result Failed/TimeLimitExceeded: 1" in summary
+    assert "rejected 3" in summary[0]
