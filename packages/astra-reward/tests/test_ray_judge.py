@@ -9,6 +9,7 @@ order). Runs in-process on the session's local Ray (`local_ray`).
 import json
 import time
 
+import pytest
 from astra_core.cli import main as core
 from astra_core.testing import records_as_run, summary_of
 from astra_reward.bundled import data_path
@@ -67,3 +68,19 @@ def test_an_async_stage_keeps_its_concurrency_in_each_actor(recorded_llm, tmp_pa
                                                   "--concurrency", "4")])
     assert there.exit_code == 0, there.output
     assert server.max_in_flight == 4  # one actor, 4 requests in flight: its client's, as in one process
+
+
+@pytest.mark.slow
+def test_judge_trajectory_on_a_cluster_of_two_nodes_writes_what_one_process_writes(recorded_llm, tmp_path,
+                                                                                   ray_cluster):
+    server = recorded_llm(replies=[router(GOOD_TRAJECTORY)])
+    path = trajectories(tmp_path, 14)
+    here = CliRunner().invoke(reward, judge_args(server, path, tmp_path / "here.jsonl", tmp_path / "here.rej.jsonl"))
+    assert here.exit_code == 0, here.output
+    there = ray_cluster.run("--batch-size", "3", "astra-reward",
+                            *judge_args(server, path, tmp_path / "ray.jsonl", tmp_path / "ray.rej.jsonl"))
+    assert there.returncode == 0, there.stderr
+    assert records_as_run(tmp_path / "ray.jsonl") == records_as_run(tmp_path / "here.jsonl")
+    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
+    assert summary_of(there.stderr, COMMAND) == summary_of(here.stderr, COMMAND)
+    assert "ray: 2 actors" in there.stderr and "on 2 nodes" in there.stderr

@@ -6,6 +6,12 @@ Runs in-process on the session's local Ray (`local_ray`, astra_core.testing).
 
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from astra_core.cli import main as core
@@ -57,3 +63,48 @@ def test_sandbox_run_on_ray_writes_the_records_rejects_and_counts_of_one_process
     # the figures the stage keeps (stage.stats) add up over the actors' batches
     assert "  result Success/Finished: 6" in summary and "  result Failed/TimeLimitExceeded: 1" in summary
     assert "rejected 3" in summary[0]
+
+
+@pytest.mark.slow
+def test_sandbox_run_on_a_cluster_of_two_nodes_writes_what_one_process_writes(tmp_path, ray_cluster):
+    path = requests(tmp_path)
+    args = ["run", str(path), *QUICK, "--skip-bad"]
+    here = CliRunner().invoke(sandbox, [*args, "-o", str(tmp_path / "here.jsonl"),
+                                        "--rejects", str(tmp_path / "here.rej.jsonl")])
+    assert here.exit_code == 0, here.output
+    there = ray_cluster.run("--batch-size", "3", "astra-sandbox", *args, "-o", tmp_path / "ray.jsonl",
+                            "--rejects", tmp_path / "ray.rej.jsonl")
+    assert there.returncode == 0, there.stderr
+    assert without_timing(tmp_path / "ray.jsonl") == without_timing(tmp_path / "here.jsonl")
+    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
+    assert summary_of(there.stderr, "astra-sandbox run") == summary_of(here.stderr, "astra-sandbox run")
+    assert "on 2 nodes" in there.stderr
+
+
+@pytest.mark.slow
+def test_a_node_lost_in_the_middle_of_a_run_loses_no_record(tmp_path, ray_cluster):
+    """The second node's raylet is killed (its actors and their pools die with it) once records are written: the
+    batches it held run again elsewhere, and every record is written once."""
+    items = [{"id": f"r{n}", "code": f"import time\ntime.sleep(0.6)\nprint({n})"} for n in range(16)]
+    path = tmp_path / "slow.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    out = tmp_path / "out.jsonl"
+    command = [str(Path(sys.executable).with_name("astra-core")), "ray", "--address", ray_cluster.address, "--batch-size", "2",
+               "astra-sandbox", "run", str(path), *QUICK, "-o", str(out)]
+    process = subprocess.Popen(command, env=ray_cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out.exists() and out.read_text().count("\n") >= 3):
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.1)
+        os.kill(ray_cluster.worker_raylet(), signal.SIGKILL)
+        written_before = out.read_text().count("\n")
+        _, stderr = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    written = sorted(json.loads(line)["id"] for line in out.read_text().splitlines())
+    assert written == sorted(item["id"] for item in items)
+    assert "read 16 · wrote 16 from 16 · rejected 0" in stderr
+    assert written_before < 16  # (the node was lost during the run)

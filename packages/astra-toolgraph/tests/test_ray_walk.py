@@ -7,6 +7,7 @@ of records (their provenance times aside), the counts and reasons as printed.
 import gzip
 import json
 
+import pytest
 from astra_core.cli import main as core
 from astra_core.testing import records_as_run, summary_of
 from astra_toolgraph.cli import main as toolgraph
@@ -111,3 +112,24 @@ def test_what_cannot_run_on_ray_is_said_in_one_line(tmp_path):
     assert stdin.exit_code == 1 and "not stdin" in stdin.stderr
     unknown = CliRunner().invoke(core, ["ray", "astra-nothing", "walk"])
     assert unknown.exit_code == 2 and "astra-nothing is not an astra command" in unknown.output
+
+
+@pytest.mark.slow
+def test_walk_on_a_cluster_of_two_nodes_writes_what_one_process_writes(tmp_path, ray_cluster):
+    graphs = tmp_path / "graphs.jsonl"
+    graphs.write_text("\n".join(bad_input()) + "\n")
+    flags = ["--walks", "6", "--skip-bad"]
+    here = run_here(graphs, *flags, "-o", tmp_path / "here.jsonl", "--rejects", tmp_path / "here.rejects.jsonl")
+    there = ray_cluster.run("--batch-size", "4", "astra-toolgraph", "walk", graphs, *flags,
+                            "-o", tmp_path / "ray.jsonl", "--rejects", tmp_path / "ray.rejects.jsonl")
+    assert there.returncode == 0, there.stderr
+    assert records_as_run(tmp_path / "ray.jsonl") == records_as_run(tmp_path / "here.jsonl")
+    assert records_as_run(tmp_path / "ray.rejects.jsonl") == records_as_run(tmp_path / "here.rejects.jsonl")
+    assert summary_of(there.stderr, "astra-toolgraph walk") == summary_of(here, "astra-toolgraph walk")
+    assert batches_by_node(there.stderr) == 2  # both nodes ran batches
+
+
+def batches_by_node(stderr: str) -> int:
+    """How many nodes ran batches, from the summary's `ray:` line."""
+    [line] = [line for line in stderr.splitlines() if line.startswith("  ray: ")]
+    return len([part for part in line.split("batches by node: ")[1].split(", ") if int(part.split()[1]) > 0])

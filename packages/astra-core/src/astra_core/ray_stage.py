@@ -52,6 +52,7 @@ from astra_core.stage import Part, Stage, StageError, duplicate_id
 
 EXTRA = "astra-agent-core[ray]"
 READ_ROWS = 4096  # lines per piece a reading task hands on (its blocks, before they are split into batches)
+BATCHES_BY_NODE = "ray batches by node"  # a figure of each part, said on the `ray:` line of the summary
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,7 @@ class StageWorker:
 
         self._plan: _Plan = ray.get(plan_ref[0])
         self._job = self._plan.job
+        self._node = ray.get_runtime_context().get_node_id()[:8]
         self._deaths = deaths
         self._stack = contextlib.ExitStack()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -305,6 +307,7 @@ class StageWorker:
             part = Part(stop=self._failure)
         else:
             part = self._guarded(("batch", rows[0][:2], rows[-1][:2], len(rows)), rows)
+        part.stats[BATCHES_BY_NODE] = {self._node: 1}
         return {"part": [pickle.dumps(part)]}
 
     def _guarded(self, key: tuple, rows: list[tuple]) -> Part:
@@ -466,12 +469,22 @@ def connect(address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     address = address or os.environ.get("RAY_ADDRESS") or None
-    if address is None:
-        # Ray binds a local instance to the machine's network address unless told to stay on the loopback.
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
-    else:
+    if address is not None:
         ray.init(address=address, logging_level=logging.WARNING)
+        return ray
+    # Ray binds a local instance to the machine's network address unless told it is a one-machine Ray (the
+    # setting's name says Windows and OSX; it means that). Only while it starts: its processes keep it, and a
+    # process started from here later (`ray start` of a cluster of several nodes) must not inherit it.
+    loopback = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+    before = os.environ.get(loopback)
+    os.environ[loopback] = "0"
+    try:
+        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING)
+    finally:
+        if before is None:
+            del os.environ[loopback]
+        else:
+            os.environ[loopback] = before
     return ray
 
 
@@ -484,7 +497,7 @@ def _quiet(ray: Any) -> None:
                         ("execution_no_progress_timeout_s", -1)):
         if hasattr(context, name):
             setattr(context, name, value)
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*minimum number of concurrent actors.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray")
 
@@ -568,11 +581,9 @@ def _describe_run(ray: Any, actors: int, settings: RayOptions, size: int, job: S
 
 def _process(ray: Any, stage: Stage, lines: Any, plan: _Plan, side: dict[str, Any], actors: int,
              settings: RayOptions, total: int) -> None:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = ray.get_runtime_context().get_node_id()
-    deaths = ray.remote(num_cpus=0)(_Deaths).options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
+    # The deaths are counted on the head node (Ray's resource of it), which the run cannot outlive anyway.
+    head = {"node:__internal_head__": 0.001} if "node:__internal_head__" in ray.cluster_resources() else {}
+    deaths = ray.remote(num_cpus=0)(_Deaths).options(resources=head, max_restarts=-1, max_task_retries=-1).remote()
     plan_ref = ray.put(plan)
     processed = lines.map_batches(
         StageWorker, fn_constructor_args=([plan_ref], deaths), batch_size=None,
@@ -595,6 +606,9 @@ def _process(ray: Any, stage: Stage, lines: Any, plan: _Plan, side: dict[str, An
         for label in ("llm", "user_llm"):
             if isinstance(stage.stats.get(label), dict):
                 stage.stats[label] = _usage_line(stage.stats[label])
+        by_node = stage.stats.pop(BATCHES_BY_NODE, {})
+        stage.stats["ray"] += "; batches by node: " + (", ".join(f"{node} {n}" for node, n in sorted(by_node.items()))
+                                                      or "none")
 
 
 def _usage_line(counts: dict[str, int]) -> str:
