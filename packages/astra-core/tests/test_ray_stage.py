@@ -7,6 +7,7 @@ Runs in-process on the session's local Ray (`local_ray`, astra_core.testing).
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -47,8 +48,29 @@ async def slowly(record: dict, config: Slow) -> dict:
     return {**record, "seen": True}
 
 
+@dataclass
+class Marks:
+    marks: str = knob("", "Directory where the resource marks its opening and closing.")
+
+
+@contextlib.contextmanager
+def marked(config: Marks):
+    """A resource that leaves a file when it opens and another when it closes."""
+    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    Path(config.marks, f"opened-{tag}").touch()
+    try:
+        yield tag
+    finally:
+        Path(config.marks, f"closed-{tag}").touch()
+
+
+def tagged(record: dict, mark: str) -> dict:
+    return {**record, "by": mark}
+
+
 stage_command(probes, "crash")(crash_at_poison)
 stage_command(probes, "slowly", config=Slow, concurrency=2)(slowly)
+stage_command(probes, "marked", config=Marks, uses={"mark": marked})(tagged)
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +147,22 @@ def test_a_worker_killed_in_the_middle_of_a_run_loses_no_record(tmp_path, on_ray
     written = [r["id"] for r in read(out)]
     assert sorted(written) == sorted(f"r{n}" for n in range(32))  # every record, each once
     assert "read 32 · wrote 32 from 32 · rejected 0" in done.stderr
+
+
+def test_resources_open_once_per_actor_not_per_batch_and_close_when_it_ends(tmp_path, on_ray):
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{n}"}) + "\n" for n in range(12)))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    done = on_ray(RayOptions(actors=2, batch_size=2), "marked", path, "--marks", marks, "-o", tmp_path / "out.jsonl")
+    assert done.exit_code == 0, done.output
+    by = {record["by"] for record in read(tmp_path / "out.jsonl")}
+    opened = {mark.name.removeprefix("opened-") for mark in marks.glob("opened-*")}
+    assert by == opened and len(opened) == 2  # 6 batches, 2 actors: each opened its resource once
+    deadline = time.monotonic() + 60  # (Ray Data ends its actors once the run is done: they close then)
+    while {mark.name.removeprefix("closed-") for mark in marks.glob("closed-*")} != opened:
+        assert time.monotonic() < deadline, "an actor's resource was not closed"
+        time.sleep(0.2)
 
 
 NO_RAY = """

@@ -133,17 +133,18 @@ stage_command(main, "to-verl", reads="rl_sample", config=VerlConfig, ordered=Tru
 @click.option("--actors", type=click.IntRange(min=1),
               help="Actors running the stage, each with its own resources (LLM clients, sandbox pool, ...) "
                    "[default: the cluster's CPUs / --cpus-per-actor, at most one per batch].")
-@click.option("--cpus-per-actor", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="CPUs Ray reserves for each actor (below 1 packs several I/O-bound actors on a CPU).")
+@click.option("--cpus-per-actor", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              help="CPUs Ray reserves for each actor; below 1 packs several I/O-bound actors on a CPU [default: 1].")
 @click.option("--batch-size", type=click.IntRange(min=1),
               help="Input lines per batch, the unit an actor takes and Ray retries [default: the stage's own batch; "
                    "8 x its --concurrency for an async stage; else 64].")
-@click.option("--worker-deaths", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--worker-deaths", type=click.IntRange(min=1), default=3,
               help="Deaths of a batch's worker (a lost node, an out-of-memory kill) before its records run one at a "
-                   "time; a record whose worker dies this often running it alone is rejected with the reason.")
+                   "time; a record whose worker dies this often running it alone is rejected with the reason "
+                   "[default: 3].")
 @click.argument("words", nargs=-1, required=True, type=click.UNPROCESSED, metavar="COMMAND [ARGS]...")
 def ray(address, actors, cpus_per_actor, batch_size, worker_deaths, words) -> None:
-    """Run a stage command on a Ray cluster with Ray Data: `astra-core ray astra-toolgraph walk graphs/ -o walks.jsonl`.
+    """Run a stage command on a Ray cluster with Ray Data (docs/ray.md): `astra-core ray astra-toolgraph walk graphs/`.
 
     \b
     The stage runs as its command declares it: the same records, rejects, reasons and counts as in one process
@@ -151,7 +152,7 @@ def ray(address, actors, cpus_per_actor, batch_size, worker_deaths, words) -> No
     (a bad line without --skip-bad stops the run before any record is processed). Actors open the stage's
     resources once and run batches of its records (an async stage keeps --concurrency in flight in each actor);
     outputs, rejects and counts come back here, to -o and --rejects as in one process (--resume included).
-    Needs astra-agent-core[ray]. See docs/ray.md.
+    Needs astra-agent-core[ray].
     """
     from astra_core.command import stage_runner
     from astra_core.options import inputs_may_be_directories

@@ -296,9 +296,9 @@ class StageWorker:
         except Exception as exc:  # noqa: BLE001 - said by the driver, once, as the stage says it in one process
             self._failure = _stop_message(exc, self._job.options.debug)
 
-    def _on_loop(self, coroutine: Any) -> Any:
+    def _on_loop(self, coroutine: Any, timeout: float | None = None) -> Any:
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     def __call__(self, batch: dict) -> dict[str, list]:
         rows = list(zip(batch["file"].tolist(), batch["line"].tolist(), list(batch["raw"]), batch["broken"].tolist(),
@@ -376,7 +376,7 @@ class StageWorker:
         """Ray Data ends the actor gracefully when the stage is done: its resources close then."""
         try:
             if self._loop is not None and hasattr(self, "_opened"):
-                self._on_loop(self._opened.__aexit__(None, None, None))
+                self._on_loop(self._opened.__aexit__(None, None, None), timeout=60)
                 self._loop.call_soon_threadsafe(self._loop.stop)
         finally:
             self._stack.close()
