@@ -103,6 +103,7 @@ def test_a_node_lost_in_the_middle_of_a_run_loses_no_record(tmp_path, ray_cluste
     finally:
         if process.poll() is None:
             process.kill()
+        ray_cluster.add_node()  # (two nodes again for the session's other tests)
     assert process.returncode == 0, stderr
     written = sorted(json.loads(line)["id"] for line in out.read_text().splitlines())
     assert written == sorted(item["id"] for item in items)

@@ -218,6 +218,11 @@ class RayCluster:
         command = [str(_bin("astra-core")), "ray", "--address", self.address, *map(str, args)]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=self.env)
 
+    def add_node(self) -> None:
+        """A node of 1 CPU joins the cluster (after a test has killed one)."""
+        subprocess.run([str(_bin("ray")), "start", f"--address={self.address}", *_NODE], env=self.env, check=True,
+                       capture_output=True, timeout=300)
+
     def worker_raylet(self) -> int:
         """The process of the second node's raylet (the one not started with --head)."""
         for entry in os.listdir("/proc"):
@@ -232,6 +237,9 @@ class RayCluster:
 
     def _ours(self, command: list[bytes]) -> bool:
         return any(arg.endswith(f":{self.address.rsplit(':', 1)[1]}".encode()) for arg in command)
+
+
+_NODE = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
 
 
 def _bin(name: str):
@@ -251,13 +259,12 @@ def ray_cluster() -> Iterator[RayCluster]:
     env["RAY_AUTH_MODE"] = "token"
     port = closed_port()
     ray = str(_bin("ray"))
-    start = [ray, "start", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
     try:
-        subprocess.run([*start, "--head", f"--port={port}", "--include-dashboard=false"], env=env, check=True,
-                       capture_output=True, timeout=300)
-        subprocess.run([*start, f"--address=127.0.0.1:{port}"], env=env, check=True, capture_output=True,
-                       timeout=300)
-        yield RayCluster(f"127.0.0.1:{port}", env)
+        subprocess.run([ray, "start", "--head", f"--port={port}", "--include-dashboard=false", *_NODE], env=env,
+                       check=True, capture_output=True, timeout=300)
+        cluster = RayCluster(f"127.0.0.1:{port}", env)
+        cluster.add_node()
+        yield cluster
     finally:
         subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=300)
 
