@@ -15,7 +15,6 @@ second node of 1 CPU joining (token authentication); one actor per node.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import re
 import subprocess
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthesis_throughput import STAGE_ARGS, inputs, serve  # noqa: E402 - the same endpoint and inputs
+from synthesis_throughput import STAGE_ARGS, inputs, start_endpoint  # noqa: E402 - the same endpoint and inputs
 
 STAGE = "astra-toolgraph tasks"
 BIN = Path(sys.executable).parent
@@ -51,11 +50,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0)
     args = parser.parse_args()
 
-    context = multiprocessing.get_context("spawn")
-    ports, counter = context.Queue(), context.Value("l", 0)
-    server = context.Process(target=serve, args=(ports, args.latency, counter), daemon=True)
-    server.start()
-    base_url = f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
+    server, base_url, _ = start_endpoint(args.latency)
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONDONTWRITEBYTECODE", "RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(OMP_NUM_THREADS="1", RAY_AUTH_MODE="token")

@@ -37,19 +37,29 @@ def judge_args(server, path, out, rejects, *more):
             "--skip-bad", "-o", str(out), "--rejects", str(rejects), *more]
 
 
-def test_judge_trajectory_on_ray_writes_the_records_rejects_and_counts_of_one_process(recorded_llm, tmp_path,
-                                                                                       local_ray):
-    server = recorded_llm(replies=[router(GOOD_TRAJECTORY)])
+def judged_here(server, tmp_path):
+    """Bad input and judged trajectories, judged in one process (here.jsonl, here.rej.jsonl): (the input, stderr)."""
     path = trajectories(tmp_path, 14)
     here = CliRunner().invoke(reward, judge_args(server, path, tmp_path / "here.jsonl", tmp_path / "here.rej.jsonl"))
     assert here.exit_code == 0, here.output
+    return path, here.stderr
+
+
+def assert_as_in_one_process(tmp_path, here: str, there: str) -> None:
+    assert records_as_run(tmp_path / "ray.jsonl") == records_as_run(tmp_path / "here.jsonl")
+    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
+    assert summary_of(there, COMMAND) == summary_of(here, COMMAND)  # (the llm: usage line too)
+
+
+def test_judge_trajectory_on_ray_writes_the_records_rejects_and_counts_of_one_process(recorded_llm, tmp_path,
+                                                                                       local_ray):
+    server = recorded_llm(replies=[router(GOOD_TRAJECTORY)])
+    path, here = judged_here(server, tmp_path)
     there = CliRunner().invoke(core, ["ray", "--actors", "2", "--batch-size", "3", "astra-reward",
                                       *judge_args(server, path, tmp_path / "ray.jsonl", tmp_path / "ray.rej.jsonl",
                                                   "--concurrency", "2")])
     assert there.exit_code == 0, there.output
-    assert records_as_run(tmp_path / "ray.jsonl") == records_as_run(tmp_path / "here.jsonl")
-    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
-    assert summary_of(there.stderr, COMMAND) == summary_of(here.stderr, COMMAND)  # (the llm: usage line too)
+    assert_as_in_one_process(tmp_path, here, there.stderr)
     assert "wrote 6 from 6 · rejected 8" in there.stderr and "malformed ×2" in there.stderr
     assert "ray: 2 actors (1 CPU each, 2 in flight each)" in there.stderr
 
@@ -74,13 +84,9 @@ def test_an_async_stage_keeps_its_concurrency_in_each_actor(recorded_llm, tmp_pa
 def test_judge_trajectory_on_a_cluster_of_two_nodes_writes_what_one_process_writes(recorded_llm, tmp_path,
                                                                                    ray_cluster):
     server = recorded_llm(replies=[router(GOOD_TRAJECTORY)])
-    path = trajectories(tmp_path, 14)
-    here = CliRunner().invoke(reward, judge_args(server, path, tmp_path / "here.jsonl", tmp_path / "here.rej.jsonl"))
-    assert here.exit_code == 0, here.output
+    path, here = judged_here(server, tmp_path)
     there = ray_cluster.run("--batch-size", "3", "astra-reward",
                             *judge_args(server, path, tmp_path / "ray.jsonl", tmp_path / "ray.rej.jsonl"))
     assert there.returncode == 0, there.stderr
-    assert records_as_run(tmp_path / "ray.jsonl") == records_as_run(tmp_path / "here.jsonl")
-    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
-    assert summary_of(there.stderr, COMMAND) == summary_of(here.stderr, COMMAND)
+    assert_as_in_one_process(tmp_path, here, there.stderr)
     assert "ray: 2 actors" in there.stderr and "on 2 nodes" in there.stderr

@@ -47,19 +47,30 @@ def without_timing(path):
     return records_as_run(path)
 
 
-def test_sandbox_run_on_ray_writes_the_records_rejects_and_counts_of_one_process(tmp_path, local_ray):
-    path = requests(tmp_path)
-    args = ["run", str(path), *QUICK, "--skip-bad"]
+def run_here(tmp_path) -> tuple[list[str], str]:
+    """The requests run in one process (here.jsonl, here.rej.jsonl): (the command's arguments, its stderr)."""
+    args = ["run", str(requests(tmp_path)), *QUICK, "--skip-bad"]
     here = CliRunner().invoke(sandbox, [*args, "-o", str(tmp_path / "here.jsonl"),
                                         "--rejects", str(tmp_path / "here.rej.jsonl")])
     assert here.exit_code == 0, here.output
+    return args, here.stderr
+
+
+def assert_as_in_one_process(tmp_path, here: str, there: str) -> list[str]:
+    """The run on Ray wrote and said what the run in one process did; its summary."""
+    assert without_timing(tmp_path / "ray.jsonl") == without_timing(tmp_path / "here.jsonl")
+    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
+    summary = summary_of(there, "astra-sandbox run")
+    assert summary == summary_of(here, "astra-sandbox run")
+    return summary
+
+
+def test_sandbox_run_on_ray_writes_the_records_rejects_and_counts_of_one_process(tmp_path, local_ray):
+    args, here = run_here(tmp_path)
     there = CliRunner().invoke(core, ["ray", "--actors", "2", "--batch-size", "3", "astra-sandbox", *args,
                                       "-o", str(tmp_path / "ray.jsonl"), "--rejects", str(tmp_path / "ray.rej.jsonl")])
     assert there.exit_code == 0, there.output
-    assert without_timing(tmp_path / "ray.jsonl") == without_timing(tmp_path / "here.jsonl")
-    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
-    summary = summary_of(there.stderr, "astra-sandbox run")
-    assert summary == summary_of(here.stderr, "astra-sandbox run")
+    summary = assert_as_in_one_process(tmp_path, here, there.stderr)
     # the figures the stage keeps (stage.stats) add up over the actors' batches
     assert "  result Success/Finished: 6" in summary and "  result Failed/TimeLimitExceeded: 1" in summary
     assert "rejected 3" in summary[0]
@@ -67,17 +78,11 @@ def test_sandbox_run_on_ray_writes_the_records_rejects_and_counts_of_one_process
 
 @pytest.mark.slow
 def test_sandbox_run_on_a_cluster_of_two_nodes_writes_what_one_process_writes(tmp_path, ray_cluster):
-    path = requests(tmp_path)
-    args = ["run", str(path), *QUICK, "--skip-bad"]
-    here = CliRunner().invoke(sandbox, [*args, "-o", str(tmp_path / "here.jsonl"),
-                                        "--rejects", str(tmp_path / "here.rej.jsonl")])
-    assert here.exit_code == 0, here.output
+    args, here = run_here(tmp_path)
     there = ray_cluster.run("--batch-size", "3", "astra-sandbox", *args, "-o", tmp_path / "ray.jsonl",
                             "--rejects", tmp_path / "ray.rej.jsonl")
     assert there.returncode == 0, there.stderr
-    assert without_timing(tmp_path / "ray.jsonl") == without_timing(tmp_path / "here.jsonl")
-    assert records_as_run(tmp_path / "ray.rej.jsonl") == records_as_run(tmp_path / "here.rej.jsonl")
-    assert summary_of(there.stderr, "astra-sandbox run") == summary_of(here.stderr, "astra-sandbox run")
+    assert_as_in_one_process(tmp_path, here, there.stderr)
     assert "on 2 nodes" in there.stderr
 
 
