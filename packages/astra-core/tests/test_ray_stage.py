@@ -118,7 +118,7 @@ def _stage_workers() -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except (OSError, ValueError):
             continue
-        if command.startswith(b"ray::MapWorker(MapBatches(StageWorker))"):
+        if command.startswith(b"ray::") and b"MapWorker" in command:  # (ray 2.60: MapWorker(MapBatches(StageWorker)))
             found.append(int(entry.name))
     return found
 
