@@ -61,7 +61,7 @@ def test_judge_trajectory_on_ray_writes_the_records_rejects_and_counts_of_one_pr
     assert there.exit_code == 0, there.output
     assert_as_in_one_process(tmp_path, here, there.stderr)
     assert "wrote 6 from 6 · rejected 8" in there.stderr and "malformed ×2" in there.stderr
-    assert "ray: 2 actors (1 CPU each, 2 in flight each)" in there.stderr
+    assert "ray: 2 actors (1 CPU each, 2 in flight each, 2 batches at a time)" in there.stderr
 
 
 def test_an_async_stage_keeps_its_concurrency_in_each_actor(recorded_llm, tmp_path, local_ray):

@@ -221,15 +221,27 @@ class StageJob:
         else:
             stage.run(self.caller(bound))
 
-    async def aprocess(self, stage: Stage, bound: dict[str, Any]) -> None:
-        """Run the async function over the stage's records, `concurrency` in flight, on the loop that opened
-        `bound`'s clients."""
+    @property
+    def width(self) -> int:
+        """Records of an async function in flight: `concurrency=`, else the LLM's --concurrency, else 8."""
+        return self.concurrency or (self.llm_config.concurrency if self.llm_config else 8)
+
+    async def aprocess(self, stage: Stage, bound: dict[str, Any], slots: asyncio.Semaphore | None = None) -> None:
+        """Run the async function over the stage's records, `width` in flight, on the loop that opened `bound`'s
+        clients; `slots`: a limit shared with other runs on the loop (batches of one Ray actor)."""
         if bound.get("llm") is not None and self.llm_config is not None:
             # (the embedded model starts on the first request: a stage asking nothing starts none)
             client = bound["llm"]
             stage.provenance(model=lambda: client.model_name, seed=self.llm_config.seed)
-        width = self.concurrency or (self.llm_config.concurrency if self.llm_config else 8)
-        await stage.arun(self.caller(bound), concurrency=width)
+        call = self.caller(bound)
+        if slots is not None:
+            unlimited = call
+
+            async def call(record):
+                async with slots:
+                    return await unlimited(record)
+
+        await stage.arun(call, concurrency=self.width)
 
 
 # How a stage command runs its job: in this process, unless a runner is set (`astra-core ray` sets its own).

@@ -29,6 +29,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import inspect
 import io
 import itertools
 import logging
@@ -285,6 +286,8 @@ class StageWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: dict[str, Any] = {}
         self._failure: str | None = None  # a resource that could not open: every batch stops the run with it
+        self._slots: asyncio.Semaphore | None = None  # an async stage's records in flight in this actor
+        self._told: dict[str, dict[str, int]] = {}  # token usage already told to the driver, per client
         try:
             self._resources, later = self._job.open_resources(self._stack)
             self._stack.enter_context(collector.set_for_records_in_flight())
@@ -301,6 +304,9 @@ class StageWorker:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     def __call__(self, batch: dict) -> dict[str, list]:
+        return self._call(batch)
+
+    def _call(self, batch: dict) -> dict[str, list]:
         rows = list(zip(batch["file"].tolist(), batch["line"].tolist(), list(batch["raw"]), batch["broken"].tolist(),
                         strict=True))
         if self._failure is not None:
@@ -360,15 +366,18 @@ class StageWorker:
 
     async def _arun(self, stage: Stage, bound: dict[str, Any]) -> None:
         bound.update(self._clients)
-        before = {key: dataclasses.replace(client.usage) for key, client in self._clients.items()
-                  if key in ("llm", "user") and client is not None}
+        if self._slots is None:  # (made on the loop: one limit for every batch of the actor)
+            self._slots = asyncio.Semaphore(self._job.width)
         try:
-            await self._job.aprocess(stage, bound)
-        finally:  # token usage of this batch: the driver adds up every batch's
+            await self._job.aprocess(stage, bound, slots=self._slots)
+        finally:  # the token usage not yet told: the driver adds up every batch's
             for key, label in (("llm", "llm"), ("user", "user_llm")):
-                if key in before:
-                    after = dataclasses.asdict(self._clients[key].usage)
-                    delta = {name: after[name] - value for name, value in dataclasses.asdict(before[key]).items()}
+                client = self._clients.get(key)
+                if client is not None:
+                    now = dataclasses.asdict(client.usage)
+                    told = self._told.setdefault(key, dict.fromkeys(now, 0))
+                    delta = {name: value - told[name] for name, value in now.items()}
+                    self._told[key] = now
                     if delta["requests"]:
                         stage.stats[label] = delta
 
@@ -380,6 +389,18 @@ class StageWorker:
                 self._loop.call_soon_threadsafe(self._loop.stop)
         finally:
             self._stack.close()
+
+
+class AsyncStageWorker(StageWorker):
+    """The actor of an async stage: Ray Data gives it two batches at a time, so that while one waits for its last
+    records the next one runs (a batch does not wait for the slowest record of the one before); the stage's
+    --concurrency holds for the actor as a whole, one limit its batches share."""
+
+    async def __call__(self, batch: dict) -> dict[str, list]:
+        return await asyncio.to_thread(self._call, batch)
+
+
+BATCHES_PER_ACTOR = 2  # in flight in an actor of an async stage
 
 
 def _by_file(rows: list[tuple], names: list[str]) -> Iterator[Iterator[tuple[str, int, bytes]]]:
@@ -506,7 +527,7 @@ def default_batch_size(job: StageJob) -> int:
     if job.batch:
         return job.batch
     if job.is_async:
-        return 8 * (job.concurrency or (job.llm_config.concurrency if job.llm_config else 8))
+        return 8 * job.width
     return 64
 
 
@@ -573,8 +594,7 @@ def _actor_count(ray: Any, settings: RayOptions, batches: int) -> int:
 
 def _describe_run(ray: Any, actors: int, settings: RayOptions, size: int, job: StageJob) -> str:
     nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
-    width = (f", {job.concurrency or (job.llm_config.concurrency if job.llm_config else 8)} in flight each"
-             if job.is_async else "")
+    width = f", {job.width} in flight each, {BATCHES_PER_ACTOR} batches at a time" if job.is_async else ""
     return (f"{actors} actor{'s' if actors != 1 else ''} ({settings.cpus_per_actor:g} CPU each{width}) on {nodes} "
             f"node{'s' if nodes != 1 else ''}, batches of {size}")
 
@@ -585,9 +605,16 @@ def _process(ray: Any, stage: Stage, lines: Any, plan: _Plan, side: dict[str, An
     head = {"node:__internal_head__": 0.001} if "node:__internal_head__" in ray.cluster_resources() else {}
     deaths = ray.remote(num_cpus=0)(_Deaths).options(resources=head, max_restarts=-1, max_task_retries=-1).remote()
     plan_ref = ray.put(plan)
+    worker, pool, remote = StageWorker, {"size": actors}, {}
+    if plan.job.is_async:
+        worker = AsyncStageWorker
+        if "max_concurrent_calls_per_actor" in inspect.signature(ray.data.ActorPoolStrategy).parameters:
+            pool["max_concurrent_calls_per_actor"] = BATCHES_PER_ACTOR
+        else:  # (Ray before 2.60)
+            remote["max_concurrency"] = BATCHES_PER_ACTOR
     processed = lines.map_batches(
-        StageWorker, fn_constructor_args=([plan_ref], deaths), batch_size=None,
-        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=settings.cpus_per_actor)
+        worker, fn_constructor_args=([plan_ref], deaths), batch_size=None,
+        compute=ray.data.ActorPoolStrategy(**pool), num_cpus=settings.cpus_per_actor, **remote)
     absorbed = 0
     try:
         for batch in processed.iter_batches(batch_size=None, batch_format="numpy"):
