@@ -3,16 +3,15 @@
 The stage runs as its command declares it (astra_core.command.StageJob): the same per-record function, resources,
 validation, reject reasons and counts. Only where changes:
 
-1. Read (Ray tasks): every input file, directory (its files, recursively, in name order; names starting with `.`
-   or `_` are skipped) or URI that pyarrow's file systems open (s3://, gs://, hdfs://...) is read into Ray's
-   object store, JSONL (gzip, bzip2, xz) or Parquet (a row is a record) by its first bytes, and split into
-   blocks of at most --batch-size lines.
-2. Check (Ray tasks): every line is parsed and validated as the stage does. A malformed line or a duplicate id
+1. Read (Ray tasks, astra_core.ray_inputs): every input file, directory or URI is read into Ray's object store
+   (JSONL or Parquet) and split into blocks of at most --batch-size lines.
+2. Check (Ray tasks, astra_core.ray_inputs): every line is parsed and validated as the stage does. A malformed line or a duplicate id
    without --skip-bad stops the run here, naming file, line and field, before any record is processed (in one
    process the lines before it would have been); with --skip-bad, duplicates are known across all batches.
 3. Process (Ray Data map_batches over a pool of actors, `StageWorker`): each actor opens the stage's resources
    once (LLM clients, MCP sessions, the sandbox pool, embeddings) and closes them when it ends; each batch runs as
-   a Stage in memory (Stage.in_memory): async stages keep `--concurrency` records in flight in each actor.
+   a Stage in memory (Stage.in_memory): async stages keep `--concurrency` records in flight in each actor, over
+   two batches at a time (`AsyncStageWorker`).
 4. Write (this process): each batch's outputs, rejects, counts and side outputs come back here and are written by
    the stage's own code (Stage.absorb): one -o file as in one process (JSONL, .gz, .parquet), --resume, the
    summary and exit status. Output order is the order batches finish in.
@@ -33,7 +32,6 @@ import inspect
 import io
 import itertools
 import logging
-import math
 import os
 import pickle
 import threading
@@ -43,16 +41,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from astra_core import collector
 from astra_core.command import StageJob
-from astra_core.jsonl import MalformedLine, UnreadableInput, numbered_lines_of, parse_line
+from astra_core.jsonl import UnreadableInput
+from astra_core.ray_inputs import check_rows, checked, input_files, read_lines
 from astra_core.schema import RecordError
-from astra_core.stage import Part, Stage, StageError, duplicate_id
+from astra_core.stage import Part, Stage, StageError
 
 EXTRA = "astra-agent-core[ray]"
-READ_ROWS = 4096  # lines per piece a reading task hands on (its blocks, before they are split into batches)
 BATCHES_BY_NODE = "ray batches by node"  # a figure of each part, said on the `ray:` line of the summary
 
 
@@ -69,176 +65,6 @@ class RayOptions:
 
 class WorkerLost(Exception):
     """A record whose Ray worker died every time it ran it alone (see the module docstring)."""
-
-
-@dataclass(frozen=True)
-class InputFile:
-    name: str  # as messages and rejects name it: the input as given, or its path under a directory given
-    uri: str  # what is opened: a local path or a URI
-
-
-def input_files(inputs: Iterable[str]) -> list[InputFile]:
-    """The files of the inputs: a file, a directory's files (recursively, in name order, without names that start
-    with `.` or `_`: markers such as _SUCCESS), or the same for a URI."""
-    found: list[InputFile] = []
-    for given in inputs:
-        if "://" in given:
-            found += _remote_files(given)
-        elif os.path.isdir(given):
-            found += [InputFile(os.path.join(given, rel), os.path.join(given, rel)) for rel in _local_tree(given)]
-        elif os.path.exists(given):
-            found.append(InputFile(given, given))
-        else:
-            raise FileNotFoundError(f"no such file or directory: {given}")
-    return found
-
-
-def _visible(rel: str) -> bool:
-    return not any(part.startswith((".", "_")) for part in rel.split("/"))
-
-
-def _local_tree(root: str) -> list[str]:
-    files = []
-    for directory, subdirs, names in os.walk(root):
-        subdirs[:] = [d for d in subdirs if not d.startswith((".", "_"))]
-        files += [os.path.relpath(os.path.join(directory, n), root) for n in names]
-    return sorted(rel for rel in files if _visible(rel))
-
-
-def _remote_files(uri: str) -> list[InputFile]:
-    import pyarrow.fs as pafs
-
-    filesystem, path = pafs.FileSystem.from_uri(uri)
-    info = filesystem.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"no such file or directory: {uri}")
-    if info.type != pafs.FileType.Directory:
-        return [InputFile(uri, uri)]
-    base = uri.rstrip("/")
-    rels = sorted(os.path.relpath(i.path, path) for i in filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
-                  if i.type == pafs.FileType.File)
-    return [InputFile(f"{base}/{rel}", f"{base}/{rel}") for rel in rels if _visible(rel)]
-
-
-# -- reading and checking the lines (Ray tasks) ------------------------------------------------------------------
-
-def _open_binary(uri: str) -> io.BufferedReader:
-    if "://" not in uri:
-        return open(uri, "rb")  # noqa: SIM115 - closed by the caller
-    import pyarrow.fs as pafs
-
-    filesystem, path = pafs.FileSystem.from_uri(uri)
-    return io.BufferedReader(filesystem.open_input_stream(path, compression=None))
-
-
-def file_lines(file: InputFile) -> Iterator[tuple[int, bytes, str]]:
-    """(line number, bytes, "") of every non-blank line of a JSONL file, or (row number, the row as JSON, "") of
-    every row of a Parquet file; last, (line number, b"", why) where compressed data breaks off."""
-    with _open_binary(file.uri) as handle:
-        if handle.peek(4)[:4] == b"PAR1":
-            yield from _parquet_rows(file)
-            return
-        try:
-            for lineno, line in numbered_lines_of(handle, file.name):
-                if line.strip():
-                    yield lineno, line, ""
-        except UnreadableInput as broken:
-            yield broken.lineno, b"", broken.message
-
-
-def _parquet_rows(file: InputFile) -> Iterator[tuple[int, bytes, str]]:
-    """Rows as pyarrow reads them: a field that some rows of the file lack is null in those rows (Parquet has one
-    schema per file)."""
-    import pyarrow.parquet as pq
-
-    if "://" in file.uri:
-        import pyarrow.fs as pafs
-
-        filesystem, path = pafs.FileSystem.from_uri(file.uri)
-        source: Any = filesystem.open_input_file(path)
-    else:
-        source = file.uri
-    row = 0
-    for table in pq.ParquetFile(source).iter_batches():
-        for record in table.to_pylist():
-            row += 1
-            yield row, orjson.dumps(record, default=str), ""
-
-
-def _read_files(batch: dict, files: list[InputFile]) -> Iterator[dict[str, list]]:
-    """map_batches over file indices: the lines of each file, READ_ROWS at a time."""
-    for index in batch["file"]:
-        rows: dict[str, list] = {"file": [], "line": [], "raw": [], "broken": []}
-        for lineno, raw, broken in file_lines(files[int(index)]):
-            for key, value in (("file", int(index)), ("line", lineno), ("raw", raw), ("broken", broken)):
-                rows[key].append(value)
-            if len(rows["line"]) >= READ_ROWS:
-                yield rows
-                rows = {key: [] for key in rows}
-        if rows["line"]:
-            yield rows
-
-
-def _check_lines(batch: dict, names: list[str], kind: str | dict | None) -> dict[str, list]:
-    """map_batches over lines: each line's id if the stage would take it (parsed, valid), else why not."""
-    out: dict[str, list] = {"file": [], "line": [], "id": [], "error": [], "field": [], "record_id": [],
-                            "unreadable": []}
-    for file, line, raw, broken in zip(batch["file"], batch["line"], batch["raw"], batch["broken"], strict=True):
-        record_id = error = field = bad_id = None
-        if broken:
-            error = broken
-        else:
-            try:
-                record = parse_line(names[int(file)], int(line), bytes(raw), kind).record
-                record_id = record.get("id") if isinstance(record.get("id"), str) else None
-            except MalformedLine as bad:
-                error, field, bad_id = bad.message, bad.field, bad.record_id
-        for key, value in (("file", int(file)), ("line", int(line)), ("id", record_id), ("error", error),
-                           ("field", field), ("record_id", bad_id), ("unreadable", bool(broken))):
-            out[key].append(value)
-    return out
-
-
-@dataclass
-class Checked:
-    """What the check of every line found."""
-
-    lines: int = 0
-    first_bad: RecordError | None = None  # the first bad line in input order: a run without --skip-bad stops on it
-    bad_at: tuple[int, int] | None = None
-    seen: dict[str, str] = dataclasses.field(default_factory=dict)  # duplicated ids -> file:line of their first line
-
-
-def checked(rows: Iterable[dict], names: list[str]) -> Checked:
-    """Bad lines and duplicate ids of all the input, from the lines' check rows (in any order)."""
-    found = Checked()
-    first: dict[str, tuple[int, int]] = {}
-    later: list[tuple[tuple[int, int], str]] = []  # lines whose id an earlier line has
-
-    def bad(at: tuple[int, int], error: RecordError) -> None:
-        if found.bad_at is None or at < found.bad_at:
-            found.bad_at, found.first_bad = at, error
-
-    for row in rows:
-        found.lines += 1
-        at = (row["file"], row["line"])
-        name = names[at[0]]
-        if row["error"] is not None:
-            error = (UnreadableInput(row["error"], source=name, lineno=at[1]) if row["unreadable"] else
-                     MalformedLine(row["error"], source=name, lineno=at[1], text=b"", record_id=row["record_id"],
-                                   field=row["field"]))
-            bad(at, error)
-        elif row["id"] is not None:
-            earlier = first.setdefault(row["id"], at)
-            if earlier != at:
-                later.append((max(earlier, at), row["id"]))
-                first[row["id"]] = min(earlier, at)
-    where = {record_id: f"{names[first[record_id][0]]}:{first[record_id][1]}" for _, record_id in later}
-    found.seen = where
-    if later:
-        (file, line), record_id = min(later)
-        bad((file, line), duplicate_id(record_id, where[record_id], names[file], line))
-    return found
 
 
 # -- the actors ----------------------------------------------------------------------------------------------------
@@ -542,8 +368,8 @@ def run_on_ray(job: StageJob, settings: RayOptions) -> Stage:
     ray = connect(settings.address)
     _quiet(ray)
     size = settings.batch_size or default_batch_size(job)
-    lines = _read(ray, files, size)
-    check = checked(_check_rows(lines, names, job.spec.reads) if lines is not None else [], names)
+    lines = read_lines(ray, files, size)
+    check = checked(check_rows(lines, names, job.spec.reads) if lines is not None else [], names)
     if check.first_bad is not None and not job.options.skip_bad:
         raise check.first_bad
     with contextlib.ExitStack() as stack:
@@ -557,24 +383,6 @@ def run_on_ray(job: StageJob, settings: RayOptions) -> Stage:
             stage.stats["ray"] = _describe_run(ray, actors, settings, size, job)
             _process(ray, stage, lines, plan, side, actors, settings, check.lines)
         return stage
-
-
-def _read(ray: Any, files: list[InputFile], size: int) -> Any:
-    """The input's lines in Ray's object store, in blocks of at most `size` lines (one batch each); None when
-    there are none."""
-    if not files:
-        return None
-    read = ray.data.from_items([{"file": index} for index in range(len(files))],
-                               override_num_blocks=len(files))
-    lines = read.map_batches(_read_files, batch_size=1, fn_kwargs={"files": files}).materialize()
-    count = lines.count()
-    return lines.repartition(math.ceil(count / size)).materialize() if count else None
-
-
-def _check_rows(lines: Any, names: list[str], kind: str | dict | None) -> Iterator[dict]:
-    checks = lines.map_batches(_check_lines, fn_kwargs={"names": names, "kind": kind}, batch_format="numpy")
-    for batch in checks.iter_batches(batch_size=None, batch_format="pyarrow"):
-        yield from batch.to_pylist()
 
 
 def _open_side_outputs(job: StageJob, stack: contextlib.ExitStack) -> dict[str, Any]:
