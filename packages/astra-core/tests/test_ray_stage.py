@@ -165,6 +165,41 @@ def test_resources_open_once_per_actor_not_per_batch_and_close_when_it_ends(tmp_
         time.sleep(0.2)
 
 
+NOISY = """
+import sys
+
+import click
+from astra_core.command import stage_command, stage_runner
+from astra_core.ray_stage import RayOptions, runner
+
+
+@click.group("probes")
+def probes():
+    pass
+
+
+def noisy(record):
+    print("noise from", record["id"])  # (as a library that prints would)
+    return record
+
+
+stage_command(probes, "noisy")(noisy)
+stage_runner.set(runner(RayOptions(actors=1, batch_size=2)))
+probes.main(["noisy", sys.argv[1]], prog_name="probes")
+"""
+
+
+def test_what_a_stage_prints_on_a_worker_does_not_mix_into_the_records_on_stdout(tmp_path):
+    """Ray forwards an actor's stdout to the driver's stdout, where a stage writes its records without -o. (A run in
+    its own process, with a Ray of its own: in this one Ray forwards to the terminal, not to the test's capture.)"""
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{n}"}) + "\n" for n in range(6)))
+    done = subprocess.run([sys.executable, "-c", NOISY, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(line)["id"] for line in done.stdout.splitlines()) == [f"r{n}" for n in range(6)]
+    assert "noise from r" in done.stderr  # (said where messages go)
+
+
 NO_RAY = """
 import sys
 

@@ -34,6 +34,7 @@ import itertools
 import logging
 import os
 import pickle
+import sys
 import threading
 import traceback
 import warnings
@@ -104,6 +105,9 @@ class StageWorker:
     def __init__(self, plan_ref: list, deaths: Any):
         import ray
 
+        # Ray forwards what an actor prints on stdout to the driver's stdout, where the records go: to stderr with it.
+        sys.stdout.flush()
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         self._plan: _Plan = ray.get(plan_ref[0])
         self._job = self._plan.job
         self._node = ray.get_runtime_context().get_node_id()[:8]
