@@ -44,6 +44,8 @@ STEPS = (
          ("reward/rollouts.low.jsonl", "reward/states.mismatch.jsonl")),
     Step("30-toolgraph", ("toolgraph/sources.jsonl",), "tool sources", ("toolgraph/trajectories.jsonl",),
          "trajectories", ("toolgraph/*rejects*.jsonl",)),
+    Step("35-ray", ("toolgraph/graphs.jsonl", "toolgraph/tasks.input.jsonl"), "graphs and task sources",
+         ("ray/walks.jsonl", "ray/tasks.jsonl"), "chains and tasks on Ray", ("ray/*.rejects.jsonl",)),
     Step("40-qaenv", ("qaenv/starts.jsonl",), "KB entities", ("qaenv/rl_samples.jsonl",), "RL samples",
          ("qaenv/rejects.*.jsonl",)),
     Step("45-openenv", ("openenv/served.jsonl",), "served samples", ("openenv/rollouts.jsonl",),
