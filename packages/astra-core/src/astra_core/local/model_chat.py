@@ -1,0 +1,428 @@
+"""A model's own chat conventions, read off its tokenizer: how a conversation is rendered for it, how its
+replies are read back, and which tokens end its turns.
+
+Two styles:
+- `template`: the chat template renders tools and tool calls itself (Qwen3, Qwen3.5, GLM-4.5, gpt-oss,
+  Gemma 4, ...). Conversations go through it with `tools=`; a reply is read with a response template
+  (transformers' parser): the one given (`--response-template`), else the checkpoint's own
+  `response_template`, else the first of `astra_core.reply_formats` that reads back what the chat template
+  writes for probe turns (a call with typed arguments, reasoning and a call, prose). The chosen one must
+  read those probes back, or the chat is refused at start-up (`UnreadableTemplate`, naming the fix): a run
+  whose calls are never read would train on reward 0 without a word.
+- `hermes`: the template renders no tool calls (SmolLM2's ChatML, Gemma 3): tools are listed in the system
+  prompt and calls are `<tool_call>` JSON blocks, exactly as `astra_core.chat_format` (the embedded server)
+  does.
+
+Turns end on the generation config's `eos_token_id` (a list in most checkpoints), the tokenizer's EOS, the
+token the template writes right after an assistant's text, and the tokens the family's format ends a
+turn with (`<|call|>`, `<|observation|>`, ... : `ReplyFormat.ends_turn`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from astra_core.chat_format import ParsedCall, content_text, parse_reply, to_template_messages
+from astra_core.reply_formats import REPLY_FORMATS, ReplyFormat
+
+__all__ = ["REASONING_MODES", "ModelChat", "Reading", "TemplateError", "UnreadableTemplate", "load_response_template",
+           "openai_tool"]
+
+REASONING_MODES = ("keep", "strip")
+_REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+_PROBE = "\u2402probe\u2402"
+_PROBE_TOOL = {"type": "function", "function": {
+    "name": "probe_lookup", "description": "Look a city up.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "count": {"type": "integer"}},
+                   "required": ["city", "count"]}}}
+_PROBE_ARGUMENTS = {"city": "Oslo", "count": 3}
+_PROBE_USER = {"role": "user", "content": "Which city?"}
+_PROBE_RESULT = "\u2402result\u2402"
+
+
+class TemplateError(ValueError):
+    """The chat template cannot render this conversation the way it is asked to."""
+
+
+class UnreadableTemplate(ValueError):
+    """The chat template renders tool calls that no response template at hand reads back."""
+
+
+@dataclass
+class Reading:
+    """One generated turn read back: prose, reasoning, well-formed calls, and why each unreadable call is so."""
+
+    content: str
+    calls: list[ParsedCall] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    reasoning: str = ""
+
+
+def openai_tool(tool: dict) -> dict:
+    """A tool as chat templates and endpoints expect it (our `output_schema` stripped)."""
+    return {"type": "function", "function": tool["function"]}
+
+
+def load_response_template(spec: str) -> tuple[str, dict, ReplyFormat | None]:
+    """(name, response template, its format if it is one of ours) for `--response-template`: a known format's
+    name, or a JSON file holding a transformers `response_template`."""
+    if spec in REPLY_FORMATS:
+        return spec, REPLY_FORMATS[spec].response_template, REPLY_FORMATS[spec]
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise UnreadableTemplate(f"--response-template {spec}: neither a known format ({', '.join(REPLY_FORMATS)}) "
+                                 "nor a JSON file")
+    try:
+        template = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UnreadableTemplate(f"--response-template {spec}: line {exc.lineno}: not JSON ({exc.msg})") from exc
+    template = template.get("response_template", template) if isinstance(template, dict) else template
+    return str(path), template, None
+
+
+class ModelChat:
+    """One tokenizer's chat conventions: rendering, reply reading, stop tokens."""
+
+    def __init__(self, tokenizer, style: str = "auto", *, reasoning: str = "keep", template_kwargs: dict | None = None,
+                 response_template: str | None = None, generation_eos: int | list[int] | None = None):
+        self.tokenizer = tokenizer
+        if not tokenizer.chat_template:
+            raise TemplateError("the tokenizer has no chat template (a base model?): give one with "
+                                "--chat-template-path (a .jinja file, or the directory of a model whose template "
+                                "to use, e.g. its instruct sibling)")
+        if style not in ("auto", "hermes", "template"):
+            raise ValueError(f"chat style must be hermes, template or auto, got {style!r}")
+        if reasoning not in REASONING_MODES:
+            raise ValueError(f"reasoning must be keep or strip, got {reasoning!r}")
+        self.reasoning = reasoning
+        self.template_kwargs = dict(template_kwargs or {})
+        self.string_arguments = False  # DeepSeek-V3's template concatenates arguments as text
+        self.reasoning_key: str | None = None
+        self.format: ReplyFormat | None = None
+        self.response_template: dict | None = None
+        self.reader_name = "hermes"
+        self.generation_eos = [i for i in (generation_eos if isinstance(generation_eos, list) else [generation_eos])
+                               if i is not None]
+        self.style = "template"
+        renders_calls = self._renders_tool_calls()
+        self.style = style if style != "auto" else ("template" if renders_calls else "hermes")
+        if self.style == "template" and not renders_calls:
+            raise UnreadableTemplate("chat format template: the chat template renders no tool calls (their names and "
+                                     "arguments never appear in its render): use --chat-format hermes (tools in the "
+                                     "system prompt, <tool_call> JSON) or auto")
+        if self.style == "template":
+            self.reasoning_key = self._reasoning_key()
+        self.turn_end = self._turn_end_token()
+        if self.style == "template":
+            self._choose_reader(response_template)
+        self.stop_ids = self._stop_ids()
+
+    # -- rendering --------------------------------------------------------------------------------
+    def template_messages(self, messages: list[dict], tools: list[dict] | None) -> list[dict]:
+        """What the template is given for OpenAI-format messages: reasoning kept where the template reads it (or
+        inline as a `<think>` block), or stripped; calls' arguments as the template takes them."""
+        messages = [self._with_reasoning(m) if m["role"] == "assistant" else m for m in messages]
+        if self.style == "hermes":
+            return to_template_messages(messages, tools or None)
+        out = []
+        for message in messages:
+            message = {k: v for k, v in message.items() if v is not None}
+            if message.get("tool_calls"):
+                message["tool_calls"] = [self._call_arguments(c) for c in message["tool_calls"]]
+                # a call without text: "", which every template renders as nothing; some fail without the key
+                # (DeepSeek-V3, LFM2) and others render a null as "None"
+                message.setdefault("content", "")
+            out.append(message)
+        return out
+
+    def render_raw(self, template_messages: list[dict], tools: list[dict] | None, generation_prompt: bool) -> str:
+        kwargs = {"tools": [openai_tool(t) for t in tools]} if self.style == "template" and tools else {}
+        try:
+            return self.tokenizer.apply_chat_template(template_messages, tokenize=False,
+                                                      add_generation_prompt=generation_prompt,
+                                                      **kwargs, **self.template_kwargs)
+        except Exception as exc:  # jinja2's TemplateError, or a template's raise_exception(...)
+            roles = ", ".join(m["role"] for m in template_messages)
+            raise TemplateError(f"the chat template cannot render [{roles}]: {exc}") from exc
+
+    def render(self, messages: list[dict], tools: list[dict] | None = None, generation_prompt: bool = False) -> str:
+        """The template's own render of a whole conversation (what an endpoint would be sent)."""
+        return self.render_raw(self.template_messages(messages, tools), tools, generation_prompt)
+
+    def generated_text(self, context: list[dict], message: dict, tools: list[dict] | None) -> tuple[str, str]:
+        """(what the policy generates for assistant `message` after the prompt for `context`, what the template
+        writes after it in its render of context + message: its end of turn). The first ends before the stop
+        token; the second starts with it when the template writes one there (GLM writes none: the role token of
+        the next message ends its turns)."""
+        prompt = self.render(context, tools, True)
+        whole = self.render(context + [message], tools, False)
+        if whole.startswith(prompt):
+            body = whole[len(prompt):]
+        elif self._message_reasoning(message) and (bare := self.render(context + [self.without_reasoning(message)],
+                                                                       tools, False)).startswith(prompt):
+            body = bare[len(prompt):]  # the generation prompt closes the reasoning block (thinking off): none is written
+        else:
+            body = self._after_prefill(prompt, whole, message)
+        kept = body.rstrip()
+        for stop in self._stop_texts():
+            if kept.endswith(stop):
+                return kept[:len(kept) - len(stop)], body[len(kept) - len(stop):]
+        return body, ""
+
+    def _after_prefill(self, prompt: str, whole: str, message: dict) -> str:
+        """The generated text where the generation prompt opens a reasoning block that the template's render of
+        the turn does not hold (DeepSeek-V3 drops the block from the turns it renders; Nemotron 3 prefills
+        `<think>\n` where a turn without reasoning renders `<think></think>`): what follows the part they share,
+        the block closed first when the render does not close it."""
+        common = self._shared_head(prompt, whole)
+        body = whole[common:]
+        think_open, think_close = (self.format.reasoning_tags if self.format else None) or ("<think>", "</think>")
+        if not prompt.rstrip().endswith(think_open):
+            raise TemplateError(f"the template's render of the turn does not continue its generation prompt "
+                                f"({prompt[common:][:80]!r} against {body[:80]!r})")
+        if think_close in body:
+            return body
+        reasoning = self._message_reasoning(message) if self.reasoning == "keep" else ""
+        return f"{reasoning}\n{think_close}\n\n{body.lstrip()}" if reasoning else f"{think_close}\n\n{body.lstrip()}"
+
+    @staticmethod
+    def _shared_head(a: str, b: str) -> int:
+        """The length of the longest common beginning of two texts that does not end inside a `<...>` tag (the
+        DeepSeek-V3 prompt's `<think>` and a turn's `<｜tool▁calls▁begin｜>` share a `<`, not a token)."""
+        common = len(os.path.commonprefix([a, b]))
+        opened = a.rfind("<", 0, common)
+        return opened if opened > a.rfind(">", 0, common) else common
+
+    def without_reasoning(self, message: dict) -> dict:
+        """The message without its reasoning (in any key, or inline before its text)."""
+        message = {k: v for k, v in message.items() if k not in _REASONING_KEYS}
+        if isinstance(message.get("content"), str) and "</think>" in message["content"]:
+            message["content"] = _split_reasoning(message["content"])[1]
+        return message
+
+    # -- reading replies ----------------------------------------------------------------------------
+    def read(self, text: str, prefix: str, tools: list[dict] | None, stopped: bool = True) -> Reading:
+        """A generated turn (`text`, without its stop token) read back; `prefix` is the prompt it continued,
+        `stopped` whether it ended on a stop token (else it was cut short)."""
+        if self.style == "hermes":
+            reply = parse_reply(text, keep_unreadable=True)  # what the model wrote stays in the record
+            reasoning, content = _split_reasoning(reply.content)
+            return Reading(content, reply.calls, reply.malformed, reasoning)
+        return _read_with_template(self.response_template, text, prefix, tools, stopped, self.reader_name)
+
+    # -- probing the template ------------------------------------------------------------------------
+    def _probe_call(self, arguments=None) -> dict:
+        return {"id": "call_probe", "type": "function",
+                "function": {"name": "probe_lookup", "arguments": json.dumps(arguments or _PROBE_ARGUMENTS)}}
+
+    def _renders_tool_calls(self) -> bool:
+        """The template renders a call's name and arguments and the tool's result (TRL's supports_tool_calling)."""
+        messages = [_PROBE_USER, {"role": "assistant", "content": None, "tool_calls": [self._probe_call()]},
+                    {"role": "tool", "tool_call_id": "call_probe", "name": "probe_lookup", "content": _PROBE_RESULT}]
+        for as_text in (False, True):
+            self.string_arguments = as_text
+            try:
+                rendered = self.render(messages, [_PROBE_TOOL])
+            except TemplateError:
+                continue
+            return all(s in rendered for s in ("probe_lookup", "city", "Oslo", _PROBE_RESULT))
+        self.string_arguments = False
+        return False
+
+    def _reasoning_key(self) -> str | None:
+        """The message key the template renders reasoning from (None: it renders none), on a turn of prose or of
+        calls (Gemma 4 renders it on calls only)."""
+        for key in _REASONING_KEYS:
+            for turn in ({"content": "answer"}, {"content": "", "tool_calls": [self._probe_call()]}):
+                probe = [_PROBE_USER, {"role": "assistant", **turn, key: _PROBE}]
+                try:
+                    if _PROBE in self.render_raw(self.template_messages(probe[:1], None) + [
+                            self._call_arguments_of(probe[1])], [_PROBE_TOOL], False):
+                        return key
+                except TemplateError:
+                    continue
+        return None
+
+    def _turn_end_token(self) -> str | None:
+        """The special token the template writes right after an assistant's text (ChatML: `<|im_end|>`)."""
+        probe = [_PROBE_USER, {"role": "assistant", "content": _PROBE}]
+        try:
+            text = self.render_raw(self.template_messages(probe, None), None, False)
+        except TemplateError:
+            return None
+        after = text[text.rindex(_PROBE) + len(_PROBE):] if _PROBE in text else ""
+        ids = self.tokenizer(after, add_special_tokens=False)["input_ids"] if after else []
+        if ids and ids[0] in set(self.tokenizer.all_special_ids) | _added_special_ids(self.tokenizer):
+            return self.tokenizer.convert_ids_to_tokens(ids[0])
+        return None
+
+    def _choose_reader(self, given: str | None) -> None:
+        if given:
+            name, template, known = load_response_template(given)
+            candidates = [(name, template, known)]
+        elif getattr(self.tokenizer, "response_template", None):
+            candidates = [("the checkpoint's response_template", self.tokenizer.response_template, None)]
+        else:
+            candidates = [(f.name, f.response_template, f) for f in REPLY_FORMATS.values()]
+        reasons = []
+        for name, template, known in candidates:
+            self.reader_name, self.response_template, self.format = name, template, known
+            problem = self._misread_probe()
+            if problem is None:
+                return
+            reasons.append(f"{name}: {problem}")
+        fix = ("give --response-template FILE (a transformers response_template, as JSON) or NAME (one of: "
+               f"{', '.join(REPLY_FORMATS)}), or --chat-format hermes")
+        said = reasons[0] if len(reasons) == 1 else "no known format reads them"
+        raise UnreadableTemplate(f"the chat template writes tool calls that cannot be read back ({said}): {fix}")
+
+    def _misread_probe(self) -> str | None:
+        """Why the current response template misreads what the chat template writes for the probe turns
+        (None: it reads them all back)."""
+        tools = [_PROBE_TOOL]
+        call = {"role": "assistant", "content": None, "tool_calls": [self._probe_call()]}
+        probes = [(call, None), ({"role": "assistant", "content": "The answer is Oslo."}, None),
+                  ({**call, "reasoning_content": "I should look it up."}, "I should look it up.")]
+        try:
+            prefix = self.render([_PROBE_USER], tools, True)
+            for message, reasoning in probes:
+                text, _ = self.generated_text([_PROBE_USER], message, tools)
+                reading = _read_with_template(self.response_template, text, prefix, tools, True, self.reader_name)
+                wanted = [ParsedCall("probe_lookup", dict(_PROBE_ARGUMENTS))] if message.get("tool_calls") else []
+                if reading.malformed or reading.calls != wanted:
+                    return f"read {_said(reading)} from {text[:160]!r}"
+                if reading.content != (message["content"] or "") and (not wanted or reasoning is None):
+                    return f"read the prose {reading.content!r} from {text[:160]!r}"
+                # reasoning that the template writes must come back as reasoning (for a response template given
+                # or carried by the checkpoint, reasoning left in the prose is its author's choice)
+                if reasoning and reading.reasoning != reasoning and reasoning in text and self.format is not None:
+                    return f"read the reasoning {reading.reasoning!r} from {text[:160]!r}"
+        except (TemplateError, ValueError) as exc:
+            return str(exc)
+        return None
+
+    # -- reasoning and calls as the template takes them -----------------------------------------------
+    @staticmethod
+    def _message_reasoning(message: dict) -> str:
+        return next((message[k] for k in _REASONING_KEYS if isinstance(message.get(k), str) and message[k]), "")
+
+    def _with_reasoning(self, message: dict) -> dict:
+        content = message.get("content")
+        reasoning = self._message_reasoning(message)
+        if isinstance(content, str) and "</think>" in content:
+            inline, content = _split_reasoning(content)
+            reasoning = reasoning or inline
+        message = {k: v for k, v in message.items() if k not in _REASONING_KEYS}
+        message["content"] = content
+        if self.reasoning == "strip" or not reasoning:
+            return message
+        if self.reasoning_key:
+            return {**message, self.reasoning_key: reasoning}
+        tags = self.format.reasoning_tags if self.format else ("<think>", "</think>")
+        if tags is None:
+            return message  # the template renders no reasoning and the family writes none inline: it is dropped
+        return {**message, "content": f"{tags[0]}\n{reasoning}\n{tags[1]}\n\n{content_text(content)}"}
+
+    def _call_arguments_of(self, message: dict) -> dict:
+        if not message.get("tool_calls"):
+            return message
+        return {**message, "tool_calls": [self._call_arguments(c) for c in message["tool_calls"]]}
+
+    def _call_arguments(self, call: dict) -> dict:
+        function = dict(call["function"])
+        arguments = function.get("arguments")
+        if self.string_arguments and not isinstance(arguments, str):
+            function["arguments"] = json.dumps(arguments, ensure_ascii=False)
+        elif not self.string_arguments and isinstance(arguments, str):
+            try:
+                function["arguments"] = json.loads(arguments)
+            except json.JSONDecodeError:
+                pass
+        return {**call, "function": function}
+
+    # -- stop tokens ---------------------------------------------------------------------------------
+    def _stop_ids(self) -> list[int]:
+        ids = set(self.generation_eos)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        vocab = self.tokenizer.get_vocab()
+        tokens = [self.turn_end] + list(self.format.ends_turn if self.format else ())
+        ids |= {vocab[t] for t in tokens if t and t in vocab}
+        return sorted(ids)
+
+    def _stop_texts(self) -> list[str]:
+        """The texts that end a turn, longest first (while the reader is being chosen: the candidate's)."""
+        tokens = [self.turn_end, *(self.format.ends_turn if self.format else ()), self.tokenizer.eos_token,
+                  *(self.tokenizer.decode([i]) for i in self.generation_eos)]
+        return sorted({t for t in tokens if t}, key=len, reverse=True)
+
+    def stop_texts(self) -> dict[int, str]:
+        """Each stop id's text."""
+        return {i: self.tokenizer.decode([i]) for i in self.stop_ids}
+
+    @property
+    def hands_to_tools(self) -> tuple[str, ...]:
+        return self.format.hands_to_tools if self.format else ()
+
+
+def _added_special_ids(tokenizer) -> set[int]:
+    decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    return {i for i, token in decoder.items() if getattr(token, "special", False)}
+
+
+def _split_reasoning(text: str) -> tuple[str, str]:
+    """(reasoning, the rest) of text that may start with a `<think>` block (or inside one, its `<think>` in the
+    generation prompt)."""
+    if "</think>" not in text:
+        return "", text
+    head, rest = text.split("</think>", 1)
+    if "<think>" in head:
+        before, head = head.split("<think>", 1)
+        if before.strip():
+            return "", text  # prose before the block: not a reasoning prefix
+    return head.strip("\n"), rest.lstrip("\n")
+
+
+def _said(reading: Reading) -> str:
+    if reading.malformed:
+        return f"a malformed call ({reading.malformed[0][:200]})"
+    return f"calls {[(c.name, c.arguments) for c in reading.calls]}" if reading.calls else "no call"
+
+
+def _read_with_template(template: dict, text: str, prefix: str, tools: list[dict] | None, stopped: bool,
+                        name: str) -> Reading:
+    from transformers.utils.chat_parsing import ResponseParser
+
+    try:
+        parser = ResponseParser(template, prefix=prefix, tools=[openai_tool(t) for t in tools or []])
+        parser.feed(text)
+        message, closing = parser.finalize()
+    except (ValueError, KeyError, TypeError) as exc:
+        reason = " ".join(str(exc).split())
+        return Reading(text.strip(), malformed=[f"the reply cannot be read as {name}: {reason[:300]}"])
+    calls, malformed = [], []
+    raw = message.get("tool_calls") or []
+    cut_inside = not stopped and any(e["type"] == "region_close" and e["field"] == "tool_calls" for e in closing)
+    for index, entry in enumerate(raw):
+        function = entry.get("function", entry) if isinstance(entry, dict) else None
+        name_, arguments = (function.get("name"), function.get("arguments", {})) if isinstance(function, dict) \
+            else (None, None)
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                pass
+        if cut_inside and index == len(raw) - 1:
+            malformed.append(f"the reply was cut off inside a tool call: {json.dumps(entry)[:200]}")
+        elif not isinstance(name_, str) or not name_:
+            malformed.append(f"a tool call has no name: {json.dumps(entry)[:200]}")
+        elif not isinstance(arguments, dict):
+            malformed.append(f"the arguments of {name_} are not an object: {json.dumps(arguments)[:200]}")
+        else:
+            calls.append(ParsedCall(name_, arguments))
+    reasoning = next((message[k] for k in _REASONING_KEYS if isinstance(message.get(k), str)), "")
+    content = message.get("content") if isinstance(message.get("content"), str) else ""
+    return Reading(content.strip(), calls, malformed, reasoning.strip())
