@@ -87,8 +87,8 @@ class ChatRenderer:
         return self.encode_text(self.render(messages, tools, generation_prompt=True))
 
     def assistant_text(self, message: dict, tools: list[dict] | None, context: list[dict] | None = None) -> str:
-        """What the policy generates for this assistant message after `context` (default: a fixed user turn),
-        up to, not including, its stop token."""
+        """What the policy generates for this assistant message after the conversation `context` (default: a fixed
+        user turn), up to, not including, its stop token."""
         return self.chat.generated_text(context or [_BASE_USER], message, tools)[0]
 
     def turn_stop_id(self, message: dict, tools: list[dict] | None, following: list[dict]) -> int:
@@ -122,19 +122,24 @@ class ChatRenderer:
     def _continuation(self, message: dict, following: list[dict], tools: list[dict] | None) -> str:
         """What the template writes after the policy's text for `message` when `following` comes next: its end of
         turn, `following`, and (when there is something) the next generation prompt. Rendered after a fixed base
-        user turn, the message without its reasoning (what follows does not depend on it)."""
+        user turn, the message without its reasoning and, beside calls, its prose (what follows does not depend
+        on them: Gemma 4 writes a turn's prose after its tool results, which would put it among them); the turn's
+        text ends where the template writes its first stop token (or, in GLM, the next message's role token)."""
         bare = self.chat.without_reasoning(message)
-        whole = self.render([_BASE_USER, bare], tools)
-        _, closing = self.chat.generated_text([_BASE_USER], bare, tools)
-        if not following:
-            return closing
-        head = whole[:len(whole) - len(closing)]
-        after = self.render([_BASE_USER, bare, *following], tools, generation_prompt=True)
-        if not after.startswith(head):
-            roles = ", ".join(m["role"] for m in following)
-            raise TemplateError(f"cannot render [{roles}] on its own with this chat template: adding the messages "
-                                "re-renders the turns before them")
-        return after[len(head):]
+        if bare.get("tool_calls"):
+            bare["content"] = ""
+        prompt = self.render([_BASE_USER], tools, generation_prompt=True)
+        whole = self.render([_BASE_USER, bare, *following], tools, generation_prompt=bool(following))
+        head = self.chat.shared_head(prompt, whole)
+        if head < len(self.render([_BASE_USER], tools)):
+            raise TemplateError("cannot render the turn on its own with this chat template: adding it re-renders the "
+                                "messages before it")
+        region = whole[head:]
+        for forms in (self.stop_texts.values(), [f for fs in self._stop_forms.values() for f in fs[1:]]):
+            ends = [at for at in (region.find(form) for form in forms) if at >= 0]
+            if ends:  # the first stop token, else the first stand-in for one (gpt-oss's <|end|> in history)
+                return region[min(ends):]
+        return ""
 
     def _glue(self, continuation: str, stop_id: int | None) -> str:
         """The continuation less the stop token the policy generated, which stands where the template writes it
@@ -154,19 +159,17 @@ class ChatRenderer:
         turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
         if not turns:
             raise TemplateError("the conversation has no assistant turn to train on")
-        context = messages[:turns[0]]
-        ids = self.prompt_ids(context, tools)
+        ids = self.prompt_ids(messages[:turns[0]], tools)
         mask = [0] * len(ids)
         for position, index in enumerate(turns):
             message = messages[index]
             following = messages[index + 1:turns[position + 1]] if position + 1 < len(turns) else []
             stop_id = self.turn_stop_id(message, tools, following)
-            generated = self.encode_text(self.assistant_text(message, tools, context)) + [stop_id]
+            generated = self.encode_text(self.assistant_text(message, tools, messages[:index])) + [stop_id]
             glue = (self.observation_ids(message, following, tools, stop_id) if following
                     else self.closing_ids(message, tools, stop_id)[0])
             ids += generated + glue
             mask += [1] * len(generated) + [0] * len(glue)
-            context = [_BASE_USER, self.chat.without_reasoning(message), *following]
         return ids, mask
 
     # -- reading replies ----------------------------------------------------------------------------

@@ -157,39 +157,59 @@ class ModelChat:
         writes after it in its render of context + message: its end of turn). The first ends before the stop
         token; the second starts with it when the template writes one there (GLM writes none: the role token of
         the next message ends its turns)."""
-        prompt = self.render(context, tools, True)
-        whole = self.render(context + [message], tools, False)
-        if whole.startswith(prompt):
-            body = whole[len(prompt):]
-        elif self._message_reasoning(message) and (bare := self.render(context + [self.without_reasoning(message)],
-                                                                       tools, False)).startswith(prompt):
-            body = bare[len(prompt):]  # the generation prompt closes the reasoning block (thinking off): none is written
-        else:
-            body = self._after_prefill(prompt, whole, message)
+        body = self._turn_body(context, message, tools)
         kept = body.rstrip()
         for stop in self._stop_texts():
             if kept.endswith(stop):
                 return kept[:len(kept) - len(stop)], body[len(kept) - len(stop):]
         return body, ""
 
+    def _turn_body(self, context: list[dict], message: dict, tools: list[dict] | None) -> str:
+        """The template's text for `message` after the generation prompt for `context`, end of turn included."""
+        bare_context = [self.without_reasoning(m) if m["role"] == "assistant" else m for m in context]
+        # Templates that rewrite history change earlier turns once this one is added (gpt-oss drops their analysis
+        # after a final answer): then the turn is rendered after them without their reasoning. A generation prompt
+        # that closes the reasoning block (thinking off) leaves no room for this turn's: it is not written.
+        candidates = [(context, message), (bare_context, message)]
+        if self._message_reasoning(message):
+            bare = self.without_reasoning(message)
+            candidates += [(context, bare), (bare_context, bare)]
+        for before, turn in candidates:
+            prompt = self.render(before, tools, True)
+            whole = self.render(before + [turn], tools, False)
+            if whole.startswith(prompt):
+                return whole[len(prompt):]
+        prompt = self.render(bare_context, tools, True)
+        if prompt.rstrip().endswith(self._think_tags()[0]):
+            return self._after_prefill(prompt, self.render(bare_context + [message], tools, False), message)
+        # The template renders this turn differently after this context than its generation prompt says (Gemma 4
+        # continues a turn its prompt closed; DeepSeek-V3 drops the opening of a second round of calls): the turn as
+        # it renders newest after a user's question, from the end of the generation header the two share.
+        prompt = self.render([_PROBE_USER], tools, True)
+        whole = self.render([_PROBE_USER, message], tools, False)
+        head = self.shared_head(prompt, whole)
+        if head < len(self.render([_PROBE_USER], tools, False)):
+            raise TemplateError("the chat template cannot render this assistant turn as its newest")
+        return whole[head:]
+
+    def _think_tags(self) -> tuple[str, str]:
+        return (self.format.reasoning_tags if self.format else None) or ("<think>", "</think>")
+
     def _after_prefill(self, prompt: str, whole: str, message: dict) -> str:
         """The generated text where the generation prompt opens a reasoning block that the template's render of
         the turn does not hold (DeepSeek-V3 drops the block from the turns it renders; Nemotron 3 prefills
         `<think>\n` where a turn without reasoning renders `<think></think>`): what follows the part they share,
         the block closed first when the render does not close it."""
-        common = self._shared_head(prompt, whole)
+        common = self.shared_head(prompt, whole)
         body = whole[common:]
-        think_open, think_close = (self.format.reasoning_tags if self.format else None) or ("<think>", "</think>")
-        if not prompt.rstrip().endswith(think_open):
-            raise TemplateError(f"the template's render of the turn does not continue its generation prompt "
-                                f"({prompt[common:][:80]!r} against {body[:80]!r})")
+        think_close = self._think_tags()[1]
         if think_close in body:
             return body
         reasoning = self._message_reasoning(message) if self.reasoning == "keep" else ""
         return f"{reasoning}\n{think_close}\n\n{body.lstrip()}" if reasoning else f"{think_close}\n\n{body.lstrip()}"
 
     @staticmethod
-    def _shared_head(a: str, b: str) -> int:
+    def shared_head(a: str, b: str) -> int:
         """The length of the longest common beginning of two texts that does not end inside a `<...>` tag (the
         DeepSeek-V3 prompt's `<think>` and a turn's `<｜tool▁calls▁begin｜>` share a `<`, not a token)."""
         common = len(os.path.commonprefix([a, b]))
