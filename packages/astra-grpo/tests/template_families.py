@@ -18,6 +18,7 @@ import re
 SPECIAL_TOKEN = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^｜]{1,40}｜>|<\|[a-z_\"]{1,30}>|<[a-z_\"]{1,30}\|>|</?[a-z_]{2,30}>")
 BOS, EOS, PAD = "<bos>", "<eos>", "<pad>"
 HERMES_FAMILIES = ("gemma3", "smollm2")  # templates without tools: the Hermes format, as astra-core serves
+COVERED: dict[str, str] = {}  # family -> how the matrix read its replies this run (conftest.py prints the count)
 
 CORPUS = [
     "What is the capital of Norway? The capital of Norway is Oslo. About 709,000 people live there.",
