@@ -204,9 +204,16 @@ class ChatRenderer:
         return message
 
 
-def chat_renderer(tokenizer, config, generation_eos: int | list[int] | None = None) -> ChatRenderer:
+def chat_renderer(tokenizer, config, model=None) -> ChatRenderer:
     """The renderer a trainer config asks for (`chat_format`, `reasoning`, `chat_template_kwargs`,
-    `response_template`); `generation_eos`: the checkpoint's generation config `eos_token_id`."""
-    return ChatRenderer(tokenizer, config.chat_format, reasoning=config.reasoning,
-                        template_kwargs=config.chat_template_kwargs,
-                        response_template=getattr(config, "response_template", None), generation_eos=generation_eos)
+    `response_template`), its turns ending on the stop tokens of `model`'s generation config too. When the chat
+    template renders tools, the tokenizer carries the response template replies are read with, so that the
+    checkpoints saved with it are read the same way wherever they are served."""
+    generation = getattr(model, "generation_config", None)
+    renderer = ChatRenderer(tokenizer, config.chat_format, reasoning=config.reasoning,
+                            template_kwargs=config.chat_template_kwargs,
+                            response_template=getattr(config, "response_template", None),
+                            generation_eos=getattr(generation, "eos_token_id", None))
+    if renderer.style == "template":
+        tokenizer.response_template = renderer.chat.response_template
+    return renderer

@@ -60,7 +60,7 @@ class Player:
         config = self.config
         torch.manual_seed(config.seed)
         model, tokenizer = load_policy(config)
-        self._renderer = chat_renderer(tokenizer, config)
+        self._renderer = chat_renderer(tokenizer, config, model)
         engine = make_engine(config, model, tokenizer, self._renderer)
         if self._pool is None:
             self._pool = open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
