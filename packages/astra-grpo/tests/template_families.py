@@ -13,11 +13,27 @@ import functools
 
 from tiny_tokenizers import template_text, templates_dir, tiny_tokenizer, with_template
 
-__all__ = ["COVERED", "HERMES_FAMILIES", "families", "save_tiny_family_model", "template_text", "tokenizer_for",
+__all__ = ["COVERED", "HERMES_FAMILIES", "LAYOUT_BUGS", "families", "save_tiny_family_model", "template_text", "tokenizer_for",
            "tool_capable_templates", "training_template", "with_template"]
 
 HERMES_FAMILIES = ("gemma3", "smollm2")  # templates without tools: the Hermes format, as astra-core serves
 COVERED: dict[str, str] = {}  # family -> how the matrix read its replies this run (conftest.py prints the count)
+
+# Templates whose own render contradicts their generation prompt, so that no rollout can equal it: the matrix plays
+# and reads their episodes; the comparisons named (render: with the template's render of the conversation; sft: SFT
+# with the rollout; trl_masks: SFT masks with TRL's training template) do not apply. By exact name: a new template
+# never gets this. docs/model-families.md prints the reasons.
+LAYOUT_BUGS = {
+    "diffusion_gemma": (("render", "sft", "trl_masks"),
+                        "its render of a model turn after tool results opens the turn twice where its generation "
+                        "prompt opens none, so the policy writes the header itself; TRL's training template leaves "
+                        "the `<|tool_response>` that ends a turn of calls out of its blocks; a diffusion model "
+                        "besides, not sampled token by token"),
+    "deepseekv3": (("render", "trl_masks"),
+                   "it renders a second round of calls without its opening tokens, its prose and its reasoning, and "
+                   "drops the `<think>` block its generation prompt opens (as TRL's training template does, whose "
+                   "blocks train turns without the `</think>` that closes it)"),
+}
 
 
 @functools.cache
