@@ -123,7 +123,8 @@ class ModelChat:
     # -- rendering --------------------------------------------------------------------------------
     def template_messages(self, messages: list[dict], tools: list[dict] | None) -> list[dict]:
         """What the template is given for OpenAI-format messages: reasoning kept where the template reads it (or
-        inline as a `<think>` block), or stripped; calls' arguments as the template takes them."""
+        inline, as the family writes it, where it reads none), or stripped; calls' arguments as the template takes
+        them (objects, or JSON text for DeepSeek-V3's)."""
         messages = [self._with_reasoning(m) if m["role"] == "assistant" else m for m in messages]
         if self.style == "hermes":
             return to_template_messages(messages, tools or None)
@@ -228,15 +229,16 @@ class ModelChat:
         """A generated turn (`text`, without its stop token) read back; `prefix` is the prompt it continued,
         `stopped` whether it ended on a stop token (else it was cut short)."""
         if self.style == "hermes":
-            reply = parse_reply(text, keep_unreadable=True)  # what the model wrote stays in the record
-            reasoning, content = _split_reasoning(reply.content)
-            return Reading(content, reply.calls, reply.malformed, reasoning)
+            reasoning, body = _split_reasoning(text)
+            reply = parse_reply(body, keep_unreadable=True)  # what the model wrote stays in the record
+            return Reading(reply.content, reply.calls, reply.malformed, reasoning)
         return _read_with_template(self.response_template, text, prefix, tools, stopped, self.reader_name)
 
     # -- probing the template ------------------------------------------------------------------------
-    def _probe_call(self, arguments=None) -> dict:
+    @staticmethod
+    def _probe_call() -> dict:
         return {"id": "call_probe", "type": "function",
-                "function": {"name": "probe_lookup", "arguments": json.dumps(arguments or _PROBE_ARGUMENTS)}}
+                "function": {"name": "probe_lookup", "arguments": json.dumps(_PROBE_ARGUMENTS)}}
 
     def _renders_tool_calls(self) -> bool:
         """The template renders a call's name and arguments and the tool's result (TRL's supports_tool_calling)."""
@@ -257,10 +259,9 @@ class ModelChat:
         calls (Gemma 4 renders it on calls only)."""
         for key in _REASONING_KEYS:
             for turn in ({"content": "answer"}, {"content": "", "tool_calls": [self._probe_call()]}):
-                probe = [_PROBE_USER, {"role": "assistant", **turn, key: _PROBE}]
+                probe = [_PROBE_USER, self._call_arguments_of({"role": "assistant", **turn, key: _PROBE})]
                 try:
-                    if _PROBE in self.render_raw(self.template_messages(probe[:1], None) + [
-                            self._call_arguments_of(probe[1])], [_PROBE_TOOL], False):
+                    if _PROBE in self.render_raw(probe, [_PROBE_TOOL], False):  # the key as given, not moved
                         return key
                 except TemplateError:
                     continue
