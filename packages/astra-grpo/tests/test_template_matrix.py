@@ -382,6 +382,28 @@ def test_episode_tokens_are_the_templates_own(family, scenario_name):
         assert renderer.render(plain, tools) == renderer.render(episode.messages, tools)
 
 
+@pytest.mark.parametrize("family", families())
+def test_reasoning_strip_keeps_it_out_of_sft_targets_and_keep_trains_on_it(family):
+    thought = "I should check the capital first."
+    messages = [*rl_sample()["messages"], turn(None, CAPITAL, reasoning=thought),
+                {"role": "tool", "tool_call_id": "c_get_capital", "name": "get_capital", "content": '{"capital": "Oslo"}'},
+                turn("It is Oslo.")]
+    tools = rl_sample()["tools"]
+    trained = {}
+    for mode in ("keep", "strip"):
+        renderer = ChatRenderer(tokenizer_for(family), reasoning=mode)
+        ids, mask = renderer.encode(messages, tools)
+        trained[mode] = renderer.tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+        assert "It is Oslo." in trained[mode]
+    assert thought not in trained["strip"]
+    # kept wherever the template renders it (not beside a Llama 3.x call) and the generation prompt leaves room for
+    # it (not Qwen3.5's thinking-off prompt, which closes the block)
+    reader = renderer_for(family)
+    prompt = reader.render(messages[:2], tools, True)
+    if thought in reader.render(messages, tools) and not prompt.rstrip().endswith("</think>"):
+        assert thought in trained["keep"]
+
+
 def test_every_tool_capable_template_of_trl_is_in_the_matrix():
     """Discovery found TRL's tool-capable templates (a template it cannot read fails its cells above, never skips)."""
     discovered = tool_capable_templates()

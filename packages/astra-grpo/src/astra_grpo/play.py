@@ -111,6 +111,7 @@ class Player:
         return {"episodes": len(self.rewards), "reward mean": round(statistics.fmean(self.rewards), 4),
                 "turns mean": round(statistics.fmean(self.turns), 2),
                 "well-formed tool calls": f"{self.calls - self.malformed}/{self.calls}",
+                "replies read as": self._renderer.reader,
                 "re-tokenization mismatches": self._runner.retokenize_mismatches,
                 "episodes ended in an error": self.errors}
 
