@@ -69,10 +69,15 @@ def code(tokens) -> str:
 
 def main() -> None:
     from astra_core.reply_formats import REPLY_FORMATS
-    from template_families import LAYOUT_BUGS, templates_dir, tokenizer_for, tool_capable_templates, training_template
-    from trl.chat_template_utils import is_chat_template_prefix_preserving
-
     from astra_grpo.chat import ChatRenderer
+    from template_families import (
+        LAYOUT_BUGS,
+        templates_dir,
+        tokenizer_for,
+        tool_capable_templates,
+        training_template,
+    )
+    from trl.chat_template_utils import is_chat_template_prefix_preserving
 
     lines = [INTRO, f"## The chat templates of trl {version('trl')}", "",
              "Turns also end on the tokenizer's EOS and the generation config's `eos_token_id`.", "",

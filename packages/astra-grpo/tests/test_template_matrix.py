@@ -333,7 +333,6 @@ def test_episode_tokens_are_the_templates_own(family, scenario_name):
     # Every reply is read as TRL reads it.
     trl = trl_reader(family)
     if trl is not None:
-        ends = [*starts[1:], len(episode.token_ids)]
         assistant_at = [i for i, m in enumerate(episode.messages) if m["role"] == "assistant"]
         for start, index in zip(starts, assistant_at, strict=True):
             generated = episode.token_ids[start:start + episode.loss_mask[start:].index(0)] \

@@ -22,17 +22,23 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from astra_core.chat_format import ParsedCall, content_text, parse_reply, to_template_messages
+from astra_core.local.replies import (
+    REASONING_KEYS,
+    Reading,
+    UnreadableTemplate,
+    load_response_template,
+    openai_tool,
+    read_turn,
+    said,
+)
 from astra_core.reply_formats import REPLY_FORMATS, ReplyFormat
 
 __all__ = ["REASONING_MODES", "ModelChat", "Reading", "TemplateError", "UnreadableTemplate", "load_response_template",
            "openai_tool"]
 
 REASONING_MODES = ("keep", "strip")
-_REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 _PROBE = "\u2402probe\u2402"
 _PROBE_TOOL = {"type": "function", "function": {
     "name": "probe_lookup", "description": "Look a city up.",
@@ -45,42 +51,6 @@ _PROBE_RESULT = "\u2402result\u2402"
 
 class TemplateError(ValueError):
     """The chat template cannot render this conversation the way it is asked to."""
-
-
-class UnreadableTemplate(ValueError):
-    """The chat template renders tool calls that no response template at hand reads back."""
-
-
-@dataclass
-class Reading:
-    """One generated turn read back: prose, reasoning, well-formed calls, and why each unreadable call is so."""
-
-    content: str
-    calls: list[ParsedCall] = field(default_factory=list)
-    malformed: list[str] = field(default_factory=list)
-    reasoning: str = ""
-
-
-def openai_tool(tool: dict) -> dict:
-    """A tool as chat templates and endpoints expect it (our `output_schema` stripped)."""
-    return {"type": "function", "function": tool["function"]}
-
-
-def load_response_template(spec: str) -> tuple[str, dict, ReplyFormat | None]:
-    """(name, response template, its format if it is one of ours) for `--response-template`: a known format's
-    name, or a JSON file holding a transformers `response_template`."""
-    if spec in REPLY_FORMATS:
-        return spec, REPLY_FORMATS[spec].response_template, REPLY_FORMATS[spec]
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise UnreadableTemplate(f"--response-template {spec}: neither a known format ({', '.join(REPLY_FORMATS)}) "
-                                 "nor a JSON file")
-    try:
-        template = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UnreadableTemplate(f"--response-template {spec}: line {exc.lineno}: not JSON ({exc.msg})") from exc
-    template = template.get("response_template", template) if isinstance(template, dict) else template
-    return str(path), template, None
 
 
 class ModelChat:
@@ -219,7 +189,7 @@ class ModelChat:
 
     def without_reasoning(self, message: dict) -> dict:
         """The message without its reasoning (in any key, or inline before its text)."""
-        message = {k: v for k, v in message.items() if k not in _REASONING_KEYS}
+        message = {k: v for k, v in message.items() if k not in REASONING_KEYS}
         if isinstance(message.get("content"), str) and "</think>" in message["content"]:
             message["content"] = _split_reasoning(message["content"])[1]
         return message
@@ -232,7 +202,7 @@ class ModelChat:
             reasoning, body = _split_reasoning(text)
             reply = parse_reply(body, keep_unreadable=True)  # what the model wrote stays in the record
             return Reading(reply.content, reply.calls, reply.malformed, reasoning)
-        return _read_with_template(self.response_template, text, prefix, tools, stopped, self.reader_name)
+        return read_turn(self.response_template, text, prefix, tools, stopped, self.reader_name)
 
     # -- probing the template ------------------------------------------------------------------------
     @staticmethod
@@ -257,7 +227,7 @@ class ModelChat:
     def _reasoning_key(self) -> str | None:
         """The message key the template renders reasoning from (None: it renders none), on a turn of prose or of
         calls (Gemma 4 renders it on calls only)."""
-        for key in _REASONING_KEYS:
+        for key in REASONING_KEYS:
             for turn in ({"content": "answer"}, {"content": "", "tool_calls": [self._probe_call()]}):
                 probe = [_PROBE_USER, self._call_arguments_of({"role": "assistant", **turn, key: _PROBE})]
                 try:
@@ -311,10 +281,10 @@ class ModelChat:
             prefix = self.render([_PROBE_USER], tools, True)
             for message, reasoning in probes:
                 text, _ = self.generated_text([_PROBE_USER], message, tools)
-                reading = _read_with_template(self.response_template, text, prefix, tools, True, self.reader_name)
+                reading = read_turn(self.response_template, text, prefix, tools, True, self.reader_name)
                 wanted = [ParsedCall("probe_lookup", dict(_PROBE_ARGUMENTS))] if message.get("tool_calls") else []
                 if reading.malformed or reading.calls != wanted:
-                    return f"read {_said(reading)} from {text[:160]!r}"
+                    return f"read {said(reading)} from {text[:160]!r}"
                 if reading.content != (message["content"] or "") and (not wanted or reasoning is None):
                     return f"read the prose {reading.content!r} from {text[:160]!r}"
                 # reasoning that the template writes must come back as reasoning (for a response template given
@@ -328,7 +298,7 @@ class ModelChat:
     # -- reasoning and calls as the template takes them -----------------------------------------------
     @staticmethod
     def _message_reasoning(message: dict) -> str:
-        return next((message[k] for k in _REASONING_KEYS if isinstance(message.get(k), str) and message[k]), "")
+        return next((message[k] for k in REASONING_KEYS if isinstance(message.get(k), str) and message[k]), "")
 
     def _with_reasoning(self, message: dict) -> dict:
         content = message.get("content")
@@ -336,7 +306,7 @@ class ModelChat:
         if isinstance(content, str) and "</think>" in content:
             inline, content = _split_reasoning(content)
             reasoning = reasoning or inline
-        message = {k: v for k, v in message.items() if k not in _REASONING_KEYS}
+        message = {k: v for k, v in message.items() if k not in REASONING_KEYS}
         message["content"] = content
         if self.reasoning == "strip" or not reasoning:
             return message
@@ -407,43 +377,3 @@ def _split_reasoning(text: str) -> tuple[str, str]:
     return head.strip("\n"), rest.lstrip("\n")
 
 
-def _said(reading: Reading) -> str:
-    if reading.malformed:
-        return f"a malformed call ({reading.malformed[0][:200]})"
-    return f"calls {[(c.name, c.arguments) for c in reading.calls]}" if reading.calls else "no call"
-
-
-def _read_with_template(template: dict, text: str, prefix: str, tools: list[dict] | None, stopped: bool,
-                        name: str) -> Reading:
-    from transformers.utils.chat_parsing import ResponseParser
-
-    try:
-        parser = ResponseParser(template, prefix=prefix, tools=[openai_tool(t) for t in tools or []])
-        parser.feed(text)
-        message, closing = parser.finalize()
-    except (ValueError, KeyError, TypeError) as exc:
-        reason = " ".join(str(exc).split())
-        return Reading(text.strip(), malformed=[f"the reply cannot be read as {name}: {reason[:300]}"])
-    calls, malformed = [], []
-    raw = message.get("tool_calls") or []
-    cut_inside = not stopped and any(e["type"] == "region_close" and e["field"] == "tool_calls" for e in closing)
-    for index, entry in enumerate(raw):
-        function = entry.get("function", entry) if isinstance(entry, dict) else None
-        name_, arguments = (function.get("name"), function.get("arguments", {})) if isinstance(function, dict) \
-            else (None, None)
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                pass
-        if cut_inside and index == len(raw) - 1:
-            malformed.append(f"the reply was cut off inside a tool call: {json.dumps(entry)[:200]}")
-        elif not isinstance(name_, str) or not name_:
-            malformed.append(f"a tool call has no name: {json.dumps(entry)[:200]}")
-        elif not isinstance(arguments, dict):
-            malformed.append(f"the arguments of {name_} are not an object: {json.dumps(arguments)[:200]}")
-        else:
-            calls.append(ParsedCall(name_, arguments))
-    reasoning = next((message[k] for k in _REASONING_KEYS if isinstance(message.get(k), str)), "")
-    content = message.get("content") if isinstance(message.get("content"), str) else ""
-    return Reading(content.strip(), calls, malformed, reasoning.strip())
