@@ -514,3 +514,33 @@ def test_sft_masks_equal_the_generation_blocks_of_trls_training_templates(family
         ours, theirs = [[span.replace(stop, stand_in) for span in spans] for spans in (ours, theirs)]
     assert ours == theirs
     assert len(ours) == sum(m["role"] == "assistant" for m in messages)
+
+
+@pytest.mark.parametrize("family", ["gptoss", "gemma4", "qwen3", "deepseekv3"])
+def test_a_call_that_cannot_be_read_is_answered_with_the_error_and_the_episode_goes_on(family):
+    """The policy writes its call in its family's syntax with arguments that do not parse (an unterminated JSON
+    string): a malformed call, answered with the reader's reason, and the episode goes on to its answer (gpt-oss's
+    template renders a tool result only after a call: the unreadable one is answered as one)."""
+    renderer = renderer_for(family)
+    sample = sample_with_tools()
+    policy = TemplatePolicy(renderer, sample["tools"], [turn(None, CAPITAL), turn(ANSWER)])
+    written = policy._text
+
+    def broken(context, message):
+        text = written(context, message)
+        if not message.get("tool_calls"):
+            return text
+        return text.replace('Norway<|"|>', "Norway") if family == "gemma4" else text.replace('"Norway"', '"Norway')
+
+    policy._text = broken
+    environment = RecordedEnvironment(None)
+    runner = RecordingRunner(policy, renderer, environment, RolloutSettings(max_turns=4, max_new_tokens=400),
+                             reward_fn=lambda episode: (1.0, {}))
+    policy.runner = runner
+    [group] = runner.play([sample], group_size=1)
+    episode = group.episodes[0]
+    assert episode.finish_reason == "no_tool_call", episode.error
+    assert episode.malformed_calls == 1 and environment.received == []
+    [error] = [m["content"] for m in episode.messages if m["role"] == "tool"]
+    assert error.startswith("Error: ") and renderer.reader in error or "not valid JSON" in error
+    assert json.dumps(error)[1:-1][:40] in json.dumps(renderer.tokenizer.decode(episode.token_ids))  # the policy saw it

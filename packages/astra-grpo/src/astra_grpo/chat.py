@@ -126,6 +126,12 @@ class ChatRenderer:
         on them: Gemma 4 writes a turn's prose after its tool results, which would put it among them); the turn's
         text ends where the template writes its first stop token (or, in GLM, the next message's role token)."""
         bare = self.chat.without_reasoning(message)
+        answers = [m for m in following if m["role"] == "tool"]
+        if answers and not bare.get("tool_calls"):
+            # tool results answer calls (gpt-oss's template refuses them otherwise): those of a reply that could not
+            # be read are answered as calls too, with the error
+            bare["tool_calls"] = [{"id": m.get("tool_call_id"), "type": "function",
+                                   "function": {"name": m.get("name") or "tool", "arguments": "{}"}} for m in answers]
         if bare.get("tool_calls"):
             bare["content"] = ""
         prompt = self.render([_BASE_USER], tools, generation_prompt=True)

@@ -146,16 +146,21 @@ class ModelChat:
             bare = self.without_reasoning(message)
             candidates += [(context, bare), (bare_context, bare)]
         for before, turn in candidates:
-            prompt = self.render(before, tools, True)
-            whole = self.render(before + [turn], tools, False)
+            try:
+                prompt = self.render(before, tools, True)
+                whole = self.render(before + [turn], tools, False)
+            except TemplateError:
+                break  # a context the template refuses (gpt-oss: a tool result after a reply it cannot read as a call)
             if whole.startswith(prompt):
                 return whole[len(prompt):]
-        prompt = self.render(bare_context, tools, True)
-        if prompt.rstrip().endswith(self._think_tags()[0]):
-            return self._after_prefill(prompt, self.render(bare_context + [message], tools, False), message)
+        else:
+            prompt = self.render(bare_context, tools, True)
+            if prompt.rstrip().endswith(self._think_tags()[0]):
+                return self._after_prefill(prompt, self.render(bare_context + [message], tools, False), message)
         # The template renders this turn differently after this context than its generation prompt says (Gemma 4
-        # continues a turn its prompt closed; DeepSeek-V3 drops the opening of a second round of calls): the turn as
-        # it renders newest after a user's question, from the end of the generation header the two share.
+        # continues a turn its prompt closed; DeepSeek-V3 drops the opening of a second round of calls), or cannot
+        # render the context: the turn as it renders newest after a user's question, from the end of the
+        # generation header the two share.
         prompt = self.render([_PROBE_USER], tools, True)
         whole = self.render([_PROBE_USER, message], tools, False)
         head = self.shared_head(prompt, whole)
