@@ -37,9 +37,13 @@ def main() -> None:
               help="Upper bound on max_tokens for any request.")
 @click.option("--exit-with-parent", is_flag=True,
               help="Stop when the process that started this one ends, however it ends (a stage's embedded model).")
+@click.option("--response-template", default=None,
+              help="How replies are read when the model's chat template renders tools: a JSON file holding a "
+                   "transformers response_template, or a known format's name (default: the checkpoint's own, else "
+                   "the known one that reads back what its chat template writes).")
 def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap,
-          exit_with_parent) -> None:
-    """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
+          exit_with_parent, response_template) -> None:
+    """Serve a local model with an OpenAI-compatible API (chat completions with tools, the model's own way)."""
     from astra_core.http_server import CannotListen
     from astra_core.local.model import ModelNotAvailable
     from astra_core.local.server import serve as run_server
@@ -49,7 +53,7 @@ def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens,
     try:
         run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
                    prefix_cache_tokens=prefix_cache_tokens, max_tokens_cap=max_tokens_cap,
-                   exit_with_parent=exit_with_parent)
+                   exit_with_parent=exit_with_parent, response_template=response_template)
     except (ModelNotAvailable, CannotListen) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from astra_core.config import ConfigError, check, knob, load_config, pop_values, save_config, to_dict
 from astra_core.config import config_options as core_config_options
+from astra_core.reply_formats import REPLY_FORMATS
 
 __all__ = ["ConfigError", "GRPOConfig", "RolloutConfig", "SFTConfig", "TrainConfig", "config_options", "knob", "load_config",
            "pop_overrides", "save_config", "to_dict"]
@@ -52,6 +53,13 @@ class TrainConfig:
     chat_template_path: str | None = knob(None, "A Jinja chat template file (or a checkpoint directory whose template "
                                                 "to take) used instead of the tokenizer's own: a base model has "
                                                 "none. Saved with the checkpoints' tokenizer.", path=True)
+    response_template: str | None = knob(None, "How the policy's replies (reasoning, prose, tool calls) are read when "
+                                               "its chat template renders tools: a JSON file holding a transformers "
+                                               f"response_template, or one of the toolkit's ({', '.join(REPLY_FORMATS)})."
+                                               " Default: the checkpoint's own response_template, else the known one "
+                                               "that reads back what its chat template writes "
+                                               "(docs/model-families.md). Saved with the checkpoints' tokenizer.",
+                                         path=True)
 
     learning_rate: float = knob(2e-6, "Peak learning rate (AdamW).")
     weight_decay: float = knob(0.0, "AdamW weight decay.", minimum=0)
@@ -94,6 +102,9 @@ class TrainConfig:
                f"{self.output_dir} is a file, not a directory")
         _check(self.chat_template_path is None or os.path.exists(self.chat_template_path), "chat_template_path",
                f"no such file or directory: {self.chat_template_path}")
+        _check(self.response_template is None or self.response_template in REPLY_FORMATS
+               or os.path.isfile(self.response_template), "response_template",
+               f"neither a file nor one of {', '.join(REPLY_FORMATS)}: {self.response_template}")
 
 @dataclass
 class SFTConfig(TrainConfig):

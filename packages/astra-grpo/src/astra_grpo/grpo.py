@@ -139,7 +139,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         openenv = open_openenv_pool(config.openenv_timeout_s, f"{COMMAND} (samples with environment.openenv)")
     start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
-    renderer = chat_renderer(tokenizer, config)
+    renderer = chat_renderer(tokenizer, config, model)
     samples, too_long = split_by_prompt_length(samples, renderer, config.max_prompt_length)
     if main:
         write_rejects(rejects, COMMAND, too_long)
@@ -256,6 +256,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                       / rollout_seconds / world if rollout_seconds else None,
                       "retokenize_mismatches": runner.retokenize_mismatches}
             metrics.log(step, values, final=step == total_steps)
+            if main and step == (resumed or 0) + 1:
+                _say_if_no_call_is_read(rolled, renderer)
             if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
                 save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
             stopped = signals.end_of_step(step, total_steps, config.save_state_steps, save_state, on_step)
@@ -406,6 +408,17 @@ def _logprobs_of(model, episodes, indices: list[int], config: GRPOConfig, pad_id
             for row, i in enumerate(micro):
                 out[i] = logprobs[row, :len(episodes[i].token_ids)].float().cpu().tolist()
     return out
+
+
+def _say_if_no_call_is_read(rolled: list[Group], renderer: ChatRenderer) -> None:
+    """A policy none of whose calls can be read scores 0 in every episode and learns nothing: say so at once."""
+    episodes = [e for g in rolled for e in g.episodes]
+    if episodes and not sum(e.tool_calls - e.malformed_calls for e in episodes):
+        unreadable = sum(e.malformed_calls for e in episodes)
+        print(f"{COMMAND}: warning: no episode of the first step made a tool call that could be read "
+              f"({len(episodes)} episodes, {unreadable} unreadable calls; replies read as {renderer.reader}): a "
+              "policy that writes calls in another format needs --response-template (docs/model-families.md)",
+              file=sys.stderr)
 
 
 def _report_errors(rolled: list[Group], step: int) -> None:

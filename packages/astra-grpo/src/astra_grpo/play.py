@@ -60,7 +60,7 @@ class Player:
         config = self.config
         torch.manual_seed(config.seed)
         model, tokenizer = load_policy(config)
-        self._renderer = chat_renderer(tokenizer, config)
+        self._renderer = chat_renderer(tokenizer, config, model)
         engine = make_engine(config, model, tokenizer, self._renderer)
         if self._pool is None:  # (also for a batch of OpenEnv samples: a later batch may have code)
             self._pool = open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
@@ -116,6 +116,7 @@ class Player:
         return {"episodes": len(self.rewards), "reward mean": round(statistics.fmean(self.rewards), 4),
                 "turns mean": round(statistics.fmean(self.turns), 2),
                 "well-formed tool calls": f"{self.calls - self.malformed}/{self.calls}",
+                "replies read as": self._renderer.reader,
                 "re-tokenization mismatches": self._runner.retokenize_mismatches,
                 "episodes ended in an error": self.errors}
 

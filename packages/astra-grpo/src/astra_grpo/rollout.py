@@ -66,6 +66,7 @@ class Episode:
     malformed_calls: int = 0
     finish_reason: str | None = None
     last_stopped: bool = True         # the last turn ended with a stop token
+    last_stop: int | None = None      # that stop token
     reward: float = 0.0
     reward_components: dict = field(default_factory=dict)
     retokenize_match: bool | None = None
@@ -186,12 +187,12 @@ class EpisodeRunner:
         """Append the turn; None when the episode ends without acting on it."""
         ids = generation.token_ids
         correction.record(episode, generation.logprobs, len(episode.token_ids))
+        reply = self.renderer.read_generation(ids, episode.token_ids, generation.stopped, episode.sample["tools"])
         episode.token_ids += ids
         episode.loss_mask += [1] * len(ids)
         episode.turns += 1
         episode.last_stopped = generation.stopped
-        text_ids = ids[:-1] if generation.stopped else ids
-        reply = self.renderer.parse(self.renderer.tokenizer.decode(text_ids, skip_special_tokens=False))
+        episode.last_stop = ids[-1] if generation.stopped and ids else None
         episode.messages.append(self.renderer.assistant_message(reply, episode.turns))
         episode.tool_calls += len(reply.calls) + len(reply.malformed)
         episode.malformed_calls += len(reply.malformed)
@@ -240,6 +241,7 @@ class EpisodeRunner:
         return messages, False
 
     def _observe(self, episode: Episode, observations: list[dict], timed_out: bool) -> None:
+        played = episode.messages[-1]  # the assistant turn the observations answer
         episode.messages += observations
         if timed_out:
             episode.finish_reason = "env_timeout"
@@ -253,7 +255,7 @@ class EpisodeRunner:
         if episode.turns >= self.settings.max_turns:
             episode.finish_reason = "max_turns"
             return
-        ids = self.renderer.observation_ids(observations, episode.sample["tools"], episode.last_stopped)
+        ids = self.renderer.observation_ids(played, observations, episode.sample["tools"], episode.last_stop)
         if len(ids) + 1 > self._room(episode):
             episode.finish_reason = "max_length"
             return
@@ -344,10 +346,13 @@ class EpisodeRunner:
             return
         try:
             text = self.renderer.render(episode.messages[:last + 1], episode.sample["tools"])
+            closing, writes_stop = self.renderer.closing_ids(episode.messages[last], episode.sample["tools"],
+                                                             episode.last_stop)
         except TemplateError:
             return  # the template cannot render the episode as a whole: nothing to compare with
         expected = self.renderer.encode_text(text)
-        ours = episode.token_ids + self.renderer.closing_ids(episode.last_stopped)
+        # GLM writes no token after a finished conversation's last turn: the stop the policy generated is not there
+        ours = (episode.token_ids if writes_stop else episode.token_ids[:-1]) + closing
         episode.retokenize_match = ours == expected
         if episode.retokenize_match:
             return
