@@ -60,7 +60,7 @@ def gold_policy():
 
 def main_with(policy) -> None:
     def make_engine(config, policy_model, tokenizer, renderer):
-        return ScriptedEngine(tokenizer, policy, renderer.turn_stop_id)
+        return ScriptedEngine(tokenizer, policy, renderer.stop_ids[0])
 
     astra_grpo.grpo.make_engine = make_engine
     main(sys.argv[2:], prog_name="astra-grpo")
