@@ -28,6 +28,7 @@ class Step:
     out_noun: str
     rejects: tuple[str, ...] = ()  # every record it dropped, each with its reason
     detail: str = ""  # name of a function OUT -> the out column, when a count alone says too little
+    in_detail: str = ""  # the same for the in column, when the step's inputs are not JSONL records
 
 
 EVOLVE_TASKS = ("evolve/tasks.jsonl", "evolve/more_tasks.jsonl", "evolve/agent_tasks.jsonl",
@@ -52,6 +53,8 @@ STEPS = (
          "episodes over OpenEnv", ("openenv/rejects.jsonl",)),
     Step("50-grpo", ("grpo/sft_data.jsonl", "grpo/rl_data.jsonl"), "trajectories and RL samples",
          ("grpo/train_rollouts.jsonl", "grpo/rollouts.jsonl"), "episodes", ("grpo/rejects.*.jsonl",)),
+    Step("52-families", ("families/model-families.md",), "", ("families/refused.txt",), "",
+         in_detail="family_templates", detail="family_refusal"),
     Step("55-cp", ("cp/rl_data.jsonl",), "RL samples", ("cp/sft/metrics.jsonl", "cp/grpo/metrics.jsonl"),
          "CP=2 training steps", ("cp/rejects.*.jsonl",)),
     Step("60-eval", ("eval/*/*.jsonl",), "benchmark items", ("eval/*/*.jsonl",), "scored"),
@@ -103,7 +106,8 @@ def step_rows(out: Path) -> list[list[str]]:
             rows.append([step.name, "skipped (no outputs)", "", "", took])
             continue
         made = globals()[step.detail](out) if step.detail else f"{count(outs)} {step.out_noun}"
-        rows.append([step.name, f"{count(ins)} {step.in_noun}", made, str(count(rejects)), took])
+        took_in = globals()[step.in_detail](out) if step.in_detail else f"{count(ins)} {step.in_noun}"
+        rows.append([step.name, took_in, made, str(count(rejects)), took])
     steps_total = sum(value for name, value in seconds.items() if name[:2].isdigit() and name[:2] <= "70")
     if steps_total:
         rows.append(["steps 00-70", "", "", "", duration(steps_total)])
@@ -136,6 +140,20 @@ def evolve_verdicts(out: Path) -> str:
     tasks, passed = verdicts(out, EVOLVE_TASKS, "PASS")
     trajectories, succeeded = verdicts(out, EVOLVE_TRAJECTORIES, "SUCCESS")
     return f"{tasks} tasks ({passed} PASS), {trajectories} trajectories ({succeeded} SUCCESS)"
+
+
+def family_templates(out: Path) -> str:
+    """How many tool-capable chat templates the families table lists, and in how many reply formats."""
+    path = out / "families" / "model-families.md"
+    rows = [line.split(" | ") for line in path.read_text().splitlines() if line.startswith("| `") and ".jinja`" in line]
+    return f"{len(rows)} templates, {len({row[1] for row in rows})} reply formats"
+
+
+def family_refusal(out: Path) -> str:
+    """Whether the template whose calls nothing reads was refused at start (the step fails if it was not)."""
+    refused = out / "families" / "refused.txt"
+    said = refused.read_text() if refused.is_file() else ""
+    return "unreadable template refused at start" if "--response-template" in said else "no refusal written"
 
 
 def table(rows: list[list[str]], header: list[str]) -> list[str]:

@@ -75,3 +75,17 @@ def test_the_sandbox_row_shows_what_each_selftest_contained(tmp_path):
     (out / "sandbox/selftest_one_user.log").write_text("selftest: 16 snippets in a jail of one user in 2.9s\n")
     assert row(summarize(out), "10-sandbox")[2] == ("2 results; 16/16 hostile contained (two users); "
                                                     "15/16 hostile contained (one user)")
+
+
+def test_the_families_row_counts_templates_and_formats_and_says_if_one_was_refused(tmp_path):
+    out = tmp_path / "demo"
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "model-families.md").read_text()
+    (out / "families").mkdir(parents=True)
+    (out / "families" / "model-families.md").write_text(doc)  # what the step writes: the generated doc's table
+    rows = [line.split(" | ") for line in doc.splitlines() if line.startswith("| `") and ".jinja`" in line]
+    expected_in = f"{len(rows)} templates, {len({r[1] for r in rows})} reply formats"
+    assert row(summarize(out), "52-families")[1:3] == [expected_in, "no refusal written"]
+
+    (out / "families" / "refused.txt").write_text(
+        "astra-grpo rollout: cannot load the policy: ... pass --response-template FILE|NAME\n")
+    assert row(summarize(out), "52-families")[2] == "unreadable template refused at start"
