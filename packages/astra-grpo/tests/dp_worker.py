@@ -19,11 +19,13 @@ from grpo_support import flat_params, synthetic_groups, tiny_model
 
 VOCAB = 256
 GRPO_CASES = {
-    # name: (config overrides, lr); 4 groups of 4 over 2 processes, micro-batches of 2 -> 4 accumulation steps
+    # name: (config overrides, lr); 4 groups of 4 (each sharing its prompt) over 2 processes, micro-batches of 2
+    # -> 4 accumulation steps, or micro-batches by a token budget (as many on both processes); every layout
     "token": (dict(loss_average="token"), 1.0),
-    "sequence": (dict(loss_average="sequence"), 1.0),
+    "sequence": (dict(loss_average="sequence", layout="packed"), 1.0),
     "passes": (dict(loss_average="token", mini_batch_size=2, num_iterations=2, clip_eps_low=0.02,
-                    clip_eps_high=0.05), 1.0),
+                    clip_eps_high=0.05, layout="padded"), 1.0),
+    "budget": (dict(loss_average="sequence", max_tokens_per_microbatch=30), 1.0),
 }
 SFT_EXAMPLES = [([5, 9, 17, 3, 44, 7, 12], [0, 0, 1, 1, 0, 1, 1]), ([8, 2, 100, 4], [0, 1, 1, 1]),
                 ([4, 6, 8, 10, 12, 14, 16, 18, 20], [0, 0, 0, 1, 1, 1, 0, 0, 1]), ([3, 3, 7, 9, 11], [0, 1, 0, 1, 1])]
@@ -31,6 +33,11 @@ SFT_EXAMPLES = [([5, 9, 17, 3, 44, 7, 12], [0, 0, 1, 1, 0, 1, 1]), ([8, 2, 100, 
 
 def small_model():
     return tiny_model("llama", seed=0, vocab_size=VOCAB, hidden=32)
+
+
+def groups():
+    """The global batch of the GRPO cases."""
+    return synthetic_groups(4, 4, VOCAB, seed=5, shared_prompt=True)
 
 
 def grpo_case(name: str, out: Path) -> None:
@@ -43,8 +50,7 @@ def grpo_case(name: str, out: Path) -> None:
     model = small_model()
     prepared, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=lr))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    groups = synthetic_groups(4, 4, VOCAB, seed=5)
-    metrics = grpo_update(config, accelerator, prepared, None, optimizer, scheduler, groups, 0, world,
+    metrics = grpo_update(config, accelerator, prepared, None, optimizer, scheduler, groups(), 0, world,
                           accelerator.process_index, accumulation)
     if accelerator.is_main_process:
         torch.save({"params": flat_params(accelerator.unwrap_model(prepared)), "metrics": metrics,
@@ -53,9 +59,13 @@ def grpo_case(name: str, out: Path) -> None:
     accelerator.wait_for_everyone()
 
 
+SFT_CASES = {"token": dict(loss_average="token"), "sequence": dict(loss_average="sequence", layout="padded"),
+             "budget": dict(loss_average="token", max_tokens_per_microbatch=8)}
+
+
 def sft_case(mode: str, out: Path) -> None:
-    config = load_config(SFTConfig, None, dict(batch_size=4, micro_batch_size=1, loss_average=mode, max_grad_norm=0.0,
-                                               report_to=[]))
+    config = load_config(SFTConfig, None, dict(batch_size=4, micro_batch_size=1, max_grad_norm=0.0, report_to=[],
+                                               **SFT_CASES[mode]))
     world = world_size()
     accumulation = config.batch_size // world // config.micro_batch_size
     accelerator = make_accelerator(config, accumulation)
@@ -82,6 +92,6 @@ if __name__ == "__main__":
         grpo_case(case, out_dir)
     if len(sys.argv) == 2:  # the DeepSpeed run checks the GRPO updates only
         sys.exit(0)
-    for averaging in ("token", "sequence"):
+    for averaging in SFT_CASES:
         sft_case(averaging, out_dir)
     sft_run(sys.argv[2], sys.argv[3], out_dir)

@@ -14,12 +14,11 @@ import torch
 from astra_grpo.cli import bundled_configs
 from astra_grpo.config import SFTConfig, load_config
 from astra_grpo.sft import train_sft
-from dp_worker import GRPO_CASES, SFT_EXAMPLES, VOCAB, small_model
+from dp_worker import GRPO_CASES, SFT_CASES, SFT_EXAMPLES, groups, small_model
 from grpo_support import (
     flat_params,
     reference_grpo_updates,
     reference_sft_loss,
-    synthetic_groups,
 )
 
 HERE = Path(__file__).parent
@@ -66,7 +65,7 @@ def two_process_run(tmp_path_factory, tiny_llama):
 def reference_grpo(case: str) -> torch.Tensor:
     """The same SGD updates with per-token loops over the whole global batch, in this process."""
     overrides, lr = GRPO_CASES[case]
-    return reference_grpo_updates(small_model(), synthetic_groups(4, 4, VOCAB, seed=5), overrides, lr)
+    return reference_grpo_updates(small_model(), groups(), overrides, lr)
 
 
 @pytest.mark.parametrize("case", list(GRPO_CASES))
@@ -81,13 +80,13 @@ def test_grpo_update_on_two_processes_equals_reference(case, two_process_run):
     torch.testing.assert_close(result["params"], expected, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", ["token", "sequence"])
+@pytest.mark.parametrize("mode", list(SFT_CASES))
 def test_sft_update_on_two_processes_equals_reference(mode, two_process_run):
     out, _ = two_process_run
     result = torch.load(out / f"sft_{mode}.pt")
     model = small_model()
     before = flat_params(model)
-    loss = reference_sft_loss(model, SFT_EXAMPLES, mode)
+    loss = reference_sft_loss(model, SFT_EXAMPLES, SFT_CASES[mode]["loss_average"])
     loss.backward()
     gradient = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
     torch.testing.assert_close(before - result["params"], gradient, rtol=1e-4, atol=1e-7)
