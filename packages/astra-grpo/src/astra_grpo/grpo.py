@@ -409,7 +409,7 @@ def _zero_gradient_update(model, optimizer, scheduler, updates: int) -> dict[str
         optimizer.zero_grad()
         scheduler.step()
     return {"loss": 0.0, "clip_fraction_low": 0.0, "clip_fraction_high": 0.0, "clip_fraction": 0.0,
-            "ratio_mean": 1.0, "update_tokens": 0.0, "grad_norm": 0.0, "lr": lr, "advantage_abs_mean": 0.0,
+            "ratio_mean": 1.0, "update_tokens": 0.0, "update_forwarded_tokens": 0.0, "grad_norm": 0.0, "lr": lr, "advantage_abs_mean": 0.0,
             "update_skipped": 1.0}
 
 

@@ -27,8 +27,7 @@ torch and numpy: `logprobs` and `context_parallel` both build on it.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -58,38 +57,27 @@ class Nodes:
     spans: list[Span]
     keys: list[list[Span]]
     width: int
-    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # device tensors, built once
 
-    def kv_index(self, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
+    def varlen(self, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, int]:
         """The varlen form (FlashAttention's): (cu_seqlens_q [S+1], kv_index [K], cu_seqlens_k [S+1],
         longest node, longest key path). Node i's keys are rows kv_index[cu_k[i]:cu_k[i+1]] of the row's K/V."""
-        key = ("varlen", str(device))
-        if key not in self.cache:
-            cu_q = [0] + [end for _, end in self.spans]
-            index = [torch.arange(a, b) for runs in self.keys for a, b in runs]
-            lengths = [sum(b - a for a, b in runs) for runs in self.keys]
-            cu_k = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-            self.cache[key] = (torch.tensor(cu_q, dtype=torch.int32, device=device),
-                               torch.cat(index).to(device), torch.tensor(cu_k, dtype=torch.int32, device=device),
-                               max(b - a for a, b in self.spans), max(lengths))
-        return self.cache[key]
+        lengths = [sum(b - a for a, b in runs) for runs in self.keys]
+        index = torch.cat([torch.arange(a, b) for runs in self.keys for a, b in runs])
+        return (torch.tensor([0] + [end for _, end in self.spans], dtype=torch.int32, device=device), index.to(device),
+                torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int32, device=device),
+                max(b - a for a, b in self.spans), max(lengths))
 
     def visibility(self, device) -> tuple[torch.Tensor, torch.Tensor]:
         """(node of each row position [W], sees [S, S]: node i sees node j's keys), for mask functions
         (FlexAttention): position q sees k iff sees[node[q], node[k]] and k <= q."""
-        key = ("visibility", str(device))
-        if key not in self.cache:
-            node_of = torch.empty(self.width, dtype=torch.long)
-            starts = {}
-            for index, (a, b) in enumerate(self.spans):
-                node_of[a:b] = index
-                starts[a] = index
-            sees = torch.zeros(len(self.spans), len(self.spans), dtype=torch.bool)
-            for index, runs in enumerate(self.keys):
-                for a, b in runs:
-                    sees[index, node_of[a:b].unique()] = True
-            self.cache[key] = (node_of.to(device), sees.to(device))
-        return self.cache[key]
+        node_of = torch.empty(self.width, dtype=torch.long)
+        for index, (a, b) in enumerate(self.spans):
+            node_of[a:b] = index
+        sees = torch.zeros(len(self.spans), len(self.spans), dtype=torch.bool)
+        for index, runs in enumerate(self.keys):
+            for a, b in runs:
+                sees[index, node_of[a:b].unique()] = True
+        return node_of.to(device), sees.to(device)
 
     def padded_to(self, width: int) -> Nodes:
         """The same nodes with a node of filler positions [self.width, width) that sees only itself."""

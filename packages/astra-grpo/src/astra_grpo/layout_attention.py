@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import AttentionInterface
@@ -56,12 +56,19 @@ _mask_free = contextvars.ContextVar("astra_layout_mask_free", default=False)
 @dataclass
 class LayoutForward:
     """The `astra_layout` forward keyword: the row's nodes and the path to compute them on. `calls` counts
-    the attention calls that took it (a model that ignored it would have attended over the whole row)."""
+    the attention calls that took it (a model that ignored it would have attended over the whole row);
+    `cache` holds what every layer of this forward (and its recomputation in backward) reuses: masks, indices."""
 
     nodes: Nodes
     path: str
     kernel: str
     calls: int = 0
+    cache: dict = field(default_factory=dict, repr=False)
+
+    def cached(self, key, make):
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
 
 
 def unwrap(model):
@@ -155,48 +162,42 @@ def attend(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
     if layout.path == "flash":
         return _flash_varlen(module, layout, query, key, value, dropout, scaling)
     if layout.path == "flex":
-        return _flex(layout.nodes, query, key, value, scaling)
-    return _sdpa_nodes(layout.nodes, query, key, value, dropout, scaling)
+        return _flex(layout, query, key, value, scaling)
+    return _sdpa_nodes(layout, query, key, value, dropout, scaling)
 
 
-def _sdpa_nodes(nodes: Nodes, query, key, value, dropout: float, scaling: float | None) -> torch.Tensor:
+def _sdpa_nodes(layout: LayoutForward, query, key, value, dropout: float, scaling: float | None) -> torch.Tensor:
     gqa = query.shape[1] != key.shape[1]
     outputs = []
-    for index, ((start, end), runs) in enumerate(zip(nodes.spans, nodes.keys, strict=True)):
+    for index, ((start, end), runs) in enumerate(zip(layout.nodes.spans, layout.nodes.keys, strict=True)):
         if len(runs) == 1:
             keys, values = key[:, :, runs[0][0]:runs[0][1]], value[:, :, runs[0][0]:runs[0][1]]
         else:
             keys = torch.cat([key[:, :, a:b] for a, b in runs], dim=2)
             values = torch.cat([value[:, :, a:b] for a, b in runs], dim=2)
-        queries = query[:, :, start:end]
-        mask = None if keys.shape[2] == end - start else _bottom_right_causal(nodes, index, end - start,
-                                                                              keys.shape[2], query.device)
+        queries, seen = end - start, keys.shape[2]
+        mask = None if seen == queries else layout.cached(("causal", index), lambda q=queries, k=seen: torch.ones(
+            q, k, dtype=torch.bool, device=query.device).tril(k - q))  # causal, aligned at the bottom right
         outputs.append(torch.nn.functional.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask, dropout_p=dropout, is_causal=mask is None, scale=scaling,
-            enable_gqa=gqa))
+            query[:, :, start:end], keys, values, attn_mask=mask, dropout_p=dropout, is_causal=mask is None,
+            scale=scaling, enable_gqa=gqa))
     return torch.cat(outputs, dim=2).transpose(1, 2)
 
 
-def _bottom_right_causal(nodes: Nodes, index: int, queries: int, keys: int, device) -> torch.Tensor:
-    cache_key = ("causal", index, str(device))
-    if cache_key not in nodes.cache:
-        nodes.cache[cache_key] = torch.ones(queries, keys, dtype=torch.bool, device=device).tril(keys - queries)
-    return nodes.cache[cache_key]
-
-
-def _flex(nodes: Nodes, query, key, value, scaling: float | None) -> torch.Tensor:
+def _flex(layout: LayoutForward, query, key, value, scaling: float | None) -> torch.Tensor:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    cache_key = ("block_mask", str(query.device))
-    if cache_key not in nodes.cache:
-        node_of, sees = nodes.visibility(query.device)
+    def block_mask():
+        node_of, sees = layout.nodes.visibility(query.device)
 
         def on_path(batch, head, q, k):
             return sees[node_of[q], node_of[k]] & (k <= q)
 
-        nodes.cache[cache_key] = create_block_mask(on_path, None, None, nodes.width, nodes.width, device=query.device)
+        width = layout.nodes.width
+        return create_block_mask(on_path, None, None, width, width, device=query.device)
+
     kernel = torch.compile(flex_attention, dynamic=True) if query.is_cuda else flex_attention
-    out = kernel(query, key, value, block_mask=nodes.cache[cache_key], scale=scaling,
+    out = kernel(query, key, value, block_mask=layout.cached("block_mask", block_mask), scale=scaling,
                  enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2)
 
@@ -205,7 +206,7 @@ def _flash_varlen(module, layout: LayoutForward, query, key, value, dropout: flo
     from transformers.integrations.flash_attention import get_target_dtype
     from transformers.modeling_flash_attention_utils import _flash_attention_forward
 
-    cu_q, kv_index, cu_k, longest_q, longest_k = layout.nodes.kv_index(query.device)
+    cu_q, kv_index, cu_k, longest_q, longest_k = layout.cached("varlen", lambda: layout.nodes.varlen(query.device))
     query, key, value = (t.transpose(1, 2) for t in (query, key, value))  # [1, W, heads, D]
     key, value = key[:, kv_index], value[:, kv_index]  # every node's path, laid end to end
     return _flash_attention_forward(query, key, value, None, query_length=query.shape[1], is_causal=True,
