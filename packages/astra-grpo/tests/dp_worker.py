@@ -6,6 +6,7 @@ results. Then a short SFT run end to end. The test compares everything with one 
 the per-token reference.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from astra_grpo.runtime import make_accelerator, world_size
 from astra_grpo.sft import _update as sft_update
 from astra_grpo.sft import train_sft
 from grpo_support import flat_params, synthetic_groups, tiny_model
+from layout_support import Shape, random_groups, run_grpo_update, run_sft_update, sft_examples
 
 VOCAB = 256
 GRPO_CASES = {
@@ -79,6 +81,28 @@ def sft_case(mode: str, out: Path) -> None:
     accelerator.wait_for_everyone()
 
 
+# Random groups (layout_support: shared prompts, shared first replies, copies, random masks) in packed and tree
+# layouts, by count and by token budget; the test compares them with the one-process padded update.
+LAYOUT_SHAPES = [Shape(2, 4, 9, 3, "generated", 21), Shape(4, 3, 5, 2, "random", 22), Shape(2, 2, 12, 3, "generated", 23)]
+LAYOUT_CASES = {"tree-budget": dict(layout="tree", max_tokens_per_microbatch=40, loss_average="token"),
+                "packed": dict(layout="packed", loss_average="sequence"),
+                "tree-all": dict(layout="tree", tree_scope="all", max_tokens_per_microbatch=25, loss_average="sequence")}
+
+
+def layout_cases(out: Path) -> None:
+    world, rank = world_size(), int(os.environ.get("RANK", "0"))
+    for index, shape in enumerate(LAYOUT_SHAPES):
+        groups = random_groups(shape)
+        examples = sft_examples(groups)[:len(sft_examples(groups)) // world * world]
+        for name, overrides in LAYOUT_CASES.items():
+            metrics, params = run_grpo_update(groups, overrides, world, rank)
+            sft_overrides = {k: v for k, v in overrides.items() if k != "tree_scope"}
+            sft_metrics, sft_params = run_sft_update(examples[rank::world], sft_overrides, world, rank)
+            if rank == 0:
+                torch.save({"params": params, "metrics": metrics, "sft_params": sft_params, "sft_metrics": sft_metrics},
+                           out / f"layout_{index}_{name}.pt")
+
+
 def sft_run(model_dir: str, trajectories: str, out: Path) -> None:
     config = load_config(SFTConfig, None, dict(model=model_dir, batch_size=4, micro_batch_size=1, max_steps=2,
                                                learning_rate=1e-3, output_dir=str(out / "sft_run"), report_to=[],
@@ -94,4 +118,5 @@ if __name__ == "__main__":
         sys.exit(0)
     for averaging in SFT_CASES:
         sft_case(averaging, out_dir)
+    layout_cases(out_dir)
     sft_run(sys.argv[2], sys.argv[3], out_dir)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import sys
 from dataclasses import dataclass, field
 
@@ -196,10 +197,17 @@ def _flex(layout: LayoutForward, query, key, value, scaling: float | None) -> to
         width = layout.nodes.width
         return create_block_mask(on_path, None, None, width, width, device=query.device)
 
-    kernel = torch.compile(flex_attention, dynamic=True) if query.is_cuda else flex_attention
+    kernel = _compiled_flex() if query.is_cuda else flex_attention  # eager: unfused, no backward (CPU tests)
     out = kernel(query, key, value, block_mask=layout.cached("block_mask", block_mask), scale=scaling,
                  enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2)
+
+
+@functools.cache
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=True)
 
 
 def _flash_varlen(module, layout: LayoutForward, query, key, value, dropout: float, scaling: float | None):
