@@ -299,8 +299,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     kind = usable_layout(model, config.layout)
     micro_batches = _micro_batches(config, accelerator, episodes, minis, kind)
     layouts = [[collate([episodes[i].token_ids for i in micro], [episodes[i].loss_mask for i in micro], pad_id, kind,
-                        keys=[i // config.group_size for i in micro] if config.tree_scope == "group" else None)
-                for micro in mini] for mini in micro_batches]
+                        keys=_sharing_keys(config, micro)) for micro in mini] for mini in micro_batches]
     # Strictly on-policy (one update per batch): the old policy is the current one, so the old
     # log-probs are the current ones, detached. Otherwise compute them before the first update.
     reuse = config.num_iterations == 1 and len(minis) == 1
@@ -378,12 +377,15 @@ def _micro_batches(config: GRPOConfig, accelerator, episodes, minis: list[list[i
     """Episode indices of every micro-batch of every mini-batch of this process: `max_tokens_per_microbatch`
     forwarded tokens or `micro_batch_size` episodes each, as many micro-batches on every process."""
     plans = [plan([episodes[i].token_ids for i in mini], kind, budget=config.max_tokens_per_microbatch,
-                  size=config.micro_batch_size,
-                  keys=[i // config.group_size for i in mini] if config.tree_scope == "group" else None)
-             for mini in minis]
+                  size=config.micro_batch_size, keys=_sharing_keys(config, mini)) for mini in minis]
     counts = agreed_counts(accelerator, [len(p.micro_batches) for p in plans])
     return [[[mini[i] for i in micro] for micro in p.split_to(count).micro_batches]
             for p, mini, count in zip(plans, minis, counts, strict=True)]
+
+
+def _sharing_keys(config: GRPOConfig, indices: list[int]) -> list[int] | None:
+    """Which episodes a tree may share prefixes between: those of one group (`tree_scope: group`), or any."""
+    return [i // config.group_size for i in indices] if config.tree_scope == "group" else None
 
 
 def _gradient_is_zero(config: GRPOConfig, accelerator, advantages: list[float]) -> bool:
@@ -409,8 +411,8 @@ def _zero_gradient_update(model, optimizer, scheduler, updates: int) -> dict[str
         optimizer.zero_grad()
         scheduler.step()
     return {"loss": 0.0, "clip_fraction_low": 0.0, "clip_fraction_high": 0.0, "clip_fraction": 0.0,
-            "ratio_mean": 1.0, "update_tokens": 0.0, "update_forwarded_tokens": 0.0, "grad_norm": 0.0, "lr": lr, "advantage_abs_mean": 0.0,
-            "update_skipped": 1.0}
+            "ratio_mean": 1.0, "update_tokens": 0.0, "update_forwarded_tokens": 0.0, "grad_norm": 0.0, "lr": lr,
+            "advantage_abs_mean": 0.0, "update_skipped": 1.0}
 
 
 def _logprobs_of(model, layouts: list[list[Layout]], config: GRPOConfig, device) -> list[list[torch.Tensor]]:

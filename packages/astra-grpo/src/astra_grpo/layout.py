@@ -343,10 +343,10 @@ class Plan:
         return Plan(self.order, self.lengths, self.shared, self.kind, cuts)
 
 
-def plan(sequences: Sequence[Sequence[int]], kind: str, *, budget: int | None, size: int,
+def plan(sequences: Sequence[list[int]], kind: str, *, budget: int | None, size: int,
          keys: Sequence[Hashable] | None = None) -> Plan:
-    """Micro-batches of `sequences` for `kind` layouts: with a `budget`, as many sequences as fit in that many
-    forwarded positions (a sequence longer than the budget alone), else `size` sequences each.
+    """Micro-batches of `sequences` (token lists) for `kind` layouts: with a `budget`, as many sequences as fit in
+    that many forwarded positions (a sequence longer than the budget alone), else `size` sequences each.
 
     Order: padded, longest first (less padding); packed, longest first; tree, by key (first seen first),
     lexicographically within a key, so a run shares what its neighbours share."""
@@ -354,7 +354,7 @@ def plan(sequences: Sequence[Sequence[int]], kind: str, *, budget: int | None, s
     if kind == "tree":
         keys = [None] * len(sequences) if keys is None else list(keys)
         rank = {key: index for index, key in reversed(list(enumerate(keys)))}
-        order = sorted(range(len(sequences)), key=lambda i: (rank[keys[i]], list(sequences[i])))
+        order = sorted(range(len(sequences)), key=lambda i: (rank[keys[i]], sequences[i]))  # lists: no copies
         shared = [0] + [common_prefix(np.asarray(sequences[a]), np.asarray(sequences[b])) if keys[a] == keys[b] else 0
                         for a, b in zip(order[:-1], order[1:], strict=True)]
     else:

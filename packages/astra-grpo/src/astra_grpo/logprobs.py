@@ -26,7 +26,7 @@ import torch
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.layout import Layout, Part, build, trainable_tokens
 
-__all__ = ["collate", "kept_logits", "pad_token_values", "token_logprobs", "trainable_tokens"]
+__all__ = ["collate", "kept_logits", "token_logprobs", "trainable_tokens"]
 
 
 def collate(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int = 0,
@@ -34,14 +34,6 @@ def collate(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], 
     """One micro-batch of token lists and their loss masks in `layout` (padded | packed | tree; see
     `layout.build`, which says what `keys` does)."""
     return build(sequences, masks, layout, pad_id, keys)
-
-
-def pad_token_values(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
-    """Per-token values (e.g. old log-probs kept from a rollout) as a right-padded [B, T] tensor."""
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for index, row in enumerate(rows):
-        out[index, :len(row)] = torch.tensor(list(row), dtype=torch.float32)
-    return out
 
 
 def token_logprobs(model, batch: Layout, temperature: float = 1.0, with_entropy: bool = False,
