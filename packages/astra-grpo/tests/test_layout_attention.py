@@ -166,3 +166,8 @@ def test_the_trainers_update_a_sliding_window_model_densely(fresh_accelerate_sta
     _, tree = run_grpo_update(groups, {"layout": "tree"})
     _, padded = run_grpo_update(groups, {"layout": "padded"})
     torch.testing.assert_close(tree, padded, rtol=0, atol=0)
+
+
+def test_the_flash_path_needs_a_flash_kernel():
+    with pytest.raises(ValueError, match="config field layout_attention: flash needs attn_implementation"):
+        token_logprobs(layout_model(), groups_batch(), attention="flash")

@@ -22,7 +22,7 @@ __all__ = ["ConfigError", "GRPOConfig", "RolloutConfig", "SFTConfig", "TrainConf
 # Attention kernels the Ulysses context-parallel attention can wrap (context_parallel/attention.py).
 CP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4")
 # How a micro-batch's sequences are laid out (layout.py) and how packed and tree rows are attended
-# (layout_attention.py): spelled here too so that `--help` imports neither.
+# (layout_attention.py): named here, where `--help` reads them without importing torch.
 LAYOUTS = ("tree", "packed", "padded")
 LAYOUT_ATTENTION = ("auto", "sdpa", "flex", "flash")
 

@@ -21,7 +21,7 @@ gradient of every branch flows into the shared prefix.
 
 Micro-batches are planned here too (`plan`: by a token budget or a count of sequences, equal in number on
 every process), and a row is cut into context-parallel slices (`Layout.part`). This module imports only
-torch and numpy: `logprobs` and `context_parallel` both build on it.
+torch, numpy and the config's names: `logprobs` and `context_parallel` both build on it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-KINDS = ("tree", "packed", "padded")
+from astra_grpo.config import LAYOUTS as KINDS
 
 
 def trainable_tokens(mask: Sequence[int]) -> int:

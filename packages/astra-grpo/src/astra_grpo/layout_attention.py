@@ -40,7 +40,6 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from astra_grpo.layout import Nodes
 
-PATHS = ("auto", "sdpa", "flex", "flash")
 KERNELS = ("sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention")
 PREFIX = "astra_layout_"
 # Registered names must not contain "flash": transformers would take such a name for a hub kernel to fetch.
@@ -134,7 +133,8 @@ def path_for(kernel: str, wanted: str) -> str:
     if wanted == "auto":
         return "flash" if kernel.startswith("flash_attention") else "flex" if kernel == "flex_attention" else "sdpa"
     if wanted == "flash" and not kernel.startswith("flash_attention"):
-        raise ValueError(f"layout_attention flash needs the model loaded with a flash_attention_N kernel, not {kernel}")
+        raise ValueError(f"config field layout_attention: flash needs attn_implementation flash_attention_2|3|4, "
+                         f"not {kernel}")
     return wanted
 
 

@@ -39,7 +39,7 @@ def collate(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], 
 def token_logprobs(model, batch: Layout, temperature: float = 1.0, with_entropy: bool = False,
                    attention: str = "auto") -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log-probs [B, T], entropies [B, T] or None), zero outside `loss_mask`. `attention`: the path packed
-    and tree rows are attended on (`layout_attention.PATHS`)."""
+    and tree rows are attended on (`config.LAYOUT_ATTENTION`)."""
     grid = current_grid()
     part = batch.part(grid.cp_size, grid.cp_rank)
     logits = _kept_logits_of(model, part, grid, attention)
