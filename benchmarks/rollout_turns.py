@@ -91,7 +91,8 @@ def main() -> None:
     renderer = ChatRenderer(tokenizer)
     samples = rl_samples(args.prompts)
     prompts = [renderer.prompt_ids(s["messages"], s["tools"]) for s in samples for _ in range(args.group)]
-    observation_ids = renderer.observation_ids([OBSERVATION], samples[0]["tools"], stopped=False)
+    observation_ids = renderer.observation_ids({"role": "assistant", "content": ""}, [OBSERVATION], samples[0]["tools"],
+                                               None)  # after a turn cut at its budget
     greedy = Sampling(greedy=True)
     episodes = len(prompts)
     tokens = episodes * args.turns * args.max_new_tokens

@@ -106,6 +106,15 @@ def serve(port_queue, latency: float, counter) -> None:
     asyncio.run(main())
 
 
+def start_endpoint(latency: float):
+    """The endpoint in a process of its own: (the process, its base URL, its count of chat requests)."""
+    context = multiprocessing.get_context("spawn")
+    ports, counter = context.Queue(), context.Value("l", 0)
+    server = context.Process(target=serve, args=(ports, latency, counter), daemon=True)
+    server.start()
+    return server, f"http://127.0.0.1:{ports.get(timeout=30)}/v1", counter
+
+
 # -- the stages -----------------------------------------------------------------------------------------
 
 def inputs(stage: str, count: int, folder: Path) -> Path:
@@ -201,11 +210,7 @@ def main() -> None:
     parser.add_argument("--stages", default=",".join(STAGE_ARGS))
     args = parser.parse_args()
 
-    context = multiprocessing.get_context("spawn")
-    ports, counter = context.Queue(), context.Value("l", 0)
-    server = context.Process(target=serve, args=(ports, args.latency, counter), daemon=True)
-    server.start()
-    base_url = f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
+    server, base_url, counter = start_endpoint(args.latency)
     print(f"N = {args.records} records, C = {args.concurrency} in flight, L = {args.latency:.2f} s per request; "
           f"{os.cpu_count()} cores")
     try:

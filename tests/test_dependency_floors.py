@@ -29,8 +29,8 @@ LIGHT = {"astra-core": [], "astra-reward": [], "astra-sandbox": [], "astra-toolg
 # What the light packages' tests need beyond the packages, at the dev environment's versions.
 TEST_TOOLS = ("pytest", "hypothesis", "mcp-server-time", "uv")
 # Tests of what the light packages do not install: the local model (torch), the browser, other packages' scripts,
-# the parquet extra (pyarrow).
-NOT_LIGHT = ["-m", "not slow and not llm",
+# the parquet extra (pyarrow), the ray extra (stages on Ray: test_ray_*.py).
+NOT_LIGHT = ["-m", "not slow and not llm", "--ignore-glob", "packages/*/tests/test_ray_*.py",
              "--ignore", "packages/astra-core/tests/test_kv_cache.py",
              "--ignore", "packages/astra-core/tests/test_parquet_output.py",
              "--ignore", "packages/astra-core/tests/test_embedded_server.py",

@@ -62,3 +62,20 @@ def sandbox():
     """A warm, jailed astra-sandbox pool shared by the tests (8 workers, 2 s per call)."""
     with grpo_support.sandbox_pool(8, call_timeout_s=2.0) as pool:
         yield pool
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many model families the template matrix covered this run (it discovers them in the installed trl)."""
+    import template_families
+
+    covered = template_families.COVERED
+    if not covered:
+        return
+    from importlib.metadata import version
+
+    readers = sorted(set(covered.values()))
+    tool_capable = [f for f in covered if f not in template_families.HERMES_FAMILIES]
+    terminalreporter.write_line(
+        f"template matrix: {len(covered)} chat templates covered ({len(tool_capable)} tool-capable ones of trl "
+        f"{version('trl')}, which ships {len(template_families.tool_capable_templates())}; replies read as "
+        f"{', '.join(readers)})")

@@ -1,91 +1,85 @@
-"""Real chat templates of model families (shipped in the `trl` wheel) on tiny tokenizers trained on the
-fly with each family's special tokens: a faithful CPU stand-in for the real tokenizers, which cannot be
-downloaded here. SmolLM2 uses its real tokenizer (the embedded model's)."""
+"""Real chat templates of model families, shipped in the `trl` wheel, on tiny tokenizers trained on the fly
+(astra-core's tests/tiny_tokenizers.py): a faithful CPU stand-in for the real tokenizers.
+
+The families are DISCOVERED: every template in `trl/chat_templates` (training variants aside) that renders a
+whole tool-calling exchange by TRL's own test (`supports_tool_calling`), so a template a newer trl ships is in
+the matrix without anyone adding it. Each tiny tokenizer carries the special tokens read off its template. Two
+families that know no tools are kept for the Hermes path: Gemma 3 (its template) and SmolLM2 (the embedded
+model's real tokenizer)."""
 
 from __future__ import annotations
 
 import functools
-import importlib.resources
-from dataclasses import dataclass
 
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-                 "<tool_response>", "</tool_response>"]
-LLAMA_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-                  "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"]
-GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
+from tiny_tokenizers import template_text, templates_dir, tiny_tokenizer, with_template
 
+__all__ = ["COVERED", "HERMES_FAMILIES", "LAYOUT_BUGS", "families", "save_tiny_family_model", "template_text", "tokenizer_for",
+           "tool_capable_templates", "training_template", "with_template"]
 
-@dataclass(frozen=True)
-class Family:
-    name: str
-    template: str                 # file in trl/chat_templates ("" for SmolLM2's own)
-    specials: tuple[str, ...] = ()
-    eos: str = ""
-    bos: str | None = None
-    pad: str | None = None
-    # The template of the same family that renders a finished conversation in the rollout layout (every
-    # turn as it was generated), when the original rewrites history: TRL's prefix-preserving variant.
-    layout_template: str | None = None
+HERMES_FAMILIES = ("gemma3", "smollm2")  # templates without tools: the Hermes format, as astra-core serves
+COVERED: dict[str, str] = {}  # family -> how the matrix read its replies this run (conftest.py prints the count)
 
-    @property
-    def thinks(self) -> bool:
-        return self.name == "qwen3"
-
-
-FAMILIES = {
-    "qwen3": Family("qwen3", "qwen3.jinja", tuple(QWEN_SPECIALS), "<|im_end|>", pad="<|endoftext|>",
-                    layout_template="qwen3_training.jinja"),
-    "qwen3_instruct_2507": Family("qwen3_instruct_2507", "qwen3_instruct_2507.jinja", tuple(QWEN_SPECIALS),
-                                  "<|im_end|>", pad="<|endoftext|>"),
-    "qwen2_5": Family("qwen2_5", "qwen2_5.jinja", tuple(QWEN_SPECIALS), "<|im_end|>", pad="<|endoftext|>"),
-    "llama3_1": Family("llama3_1", "llama3_1.jinja", tuple(LLAMA_SPECIALS), "<|eot_id|>", "<|begin_of_text|>",
-                       "<|finetune_right_pad_id|>"),
-    "llama3_2": Family("llama3_2", "llama3_2.jinja", tuple(LLAMA_SPECIALS), "<|eot_id|>", "<|begin_of_text|>",
-                       "<|finetune_right_pad_id|>"),
-    "gemma3": Family("gemma3", "gemma3.jinja", tuple(GEMMA_SPECIALS), "<end_of_turn>", "<bos>", "<pad>"),
-    "smollm2": Family("smollm2", ""),
+# Templates whose own render contradicts their generation prompt, so that no rollout can equal it: the matrix plays
+# and reads their episodes; the comparisons named (render: with the template's render of the conversation; sft: SFT
+# with the rollout; trl_masks: SFT masks with TRL's training template) do not apply. By exact name: a new template
+# never gets this. docs/model-families.md prints the reasons.
+LAYOUT_BUGS = {
+    "diffusion_gemma": (("render", "sft", "trl_masks"),
+                        "its render of a model turn after tool results opens the turn twice where its generation "
+                        "prompt opens none, so the policy writes the header itself; TRL's training template leaves "
+                        "the `<|tool_response>` that ends a turn of calls out of its blocks; a diffusion model "
+                        "besides, not sampled token by token"),
+    "deepseekv3": (("render", "trl_masks"),
+                   "it renders a second round of calls without its opening tokens, its prose and its reasoning, and "
+                   "drops the `<think>` block its generation prompt opens (as TRL's training template does, whose "
+                   "blocks train turns without the `</think>` that closes it)"),
 }
-
-CORPUS = [
-    "What is the capital of Norway? The capital of Norway is Oslo. About 709,000 people live there.",
-    '{"name": "get_capital", "arguments": {"country": "Norway"}} {"capital": "Oslo"} {"population": "709,000"}',
-    "You are a helpful assistant. Environment: ipython. Cutting Knowledge Date: December 2023. Today Date:",
-    "Let me look that up. I need the population first. Error: unknown city. Thanks, that is all I needed.",
-    "# Tools You may call one or more functions to assist with the user query. function signatures XML tags",
-]
-
-
-def template_text(name: str) -> str:
-    return (importlib.resources.files("trl") / "chat_templates" / name).read_text()
 
 
 @functools.cache
-def tokenizer_for(family_name: str, layout: bool = False):
-    """The family's tokenizer with its real chat template (`layout`: its rollout-layout variant)."""
-    family = FAMILIES[family_name]
-    if not family.template:
+def tool_capable_templates() -> tuple[str, ...]:
+    """Every template of the installed trl that renders a call's name and arguments and the tool's result."""
+    from trl.chat_template_utils import supports_tool_calling
+
+    names = sorted(p.name for p in templates_dir().iterdir()
+                   if p.name.endswith(".jinja") and not p.name.endswith("_training.jinja"))
+    return tuple(n.removesuffix(".jinja") for n in names if supports_tool_calling(tiny_tokenizer(template_text(n))))
+
+
+def families() -> list[str]:
+    return [*tool_capable_templates(), *HERMES_FAMILIES]
+
+
+@functools.cache
+def tokenizer_for(family: str):
+    """The family's tokenizer with its real chat template (treat as read-only: it is shared)."""
+    if family == "smollm2":
         from grpo_support import load_tokenizer
 
         return load_tokenizer()
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(family.specials), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    core.train_from_iterator(CORPUS * 4, trainer)
-    template = template_text(family.layout_template if layout and family.layout_template else family.template)
-    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=family.eos, bos_token=family.bos,
-                                   pad_token=family.pad or family.eos, chat_template=template)
+    return tiny_tokenizer(template_text(f"{family}.jinja"))
 
 
-def save_tiny_family_model(directory, family_name: str):
+def training_template(family: str) -> str | None:
+    """TRL's training variant of the family's template (prefix-preserving, `{% generation %}` blocks), if any."""
+    if family == "smollm2":
+        return None
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    tokenizer = tokenizer_for(family)
+    try:
+        patched = get_training_chat_template(tokenizer)
+    except ValueError:
+        return None  # TRL has none for this template
+    template = patched or tokenizer.chat_template
+    return template if has_generation_markers(template) else None
+
+
+def save_tiny_family_model(directory, family: str):
     """A random-init tiny Qwen3-architecture model with the family's tokenizer and real template, on disk."""
     from grpo_support import tiny_model
 
-    tokenizer = tokenizer_for(family_name)
+    tokenizer = tokenizer_for(family)
     model = tiny_model("qwen", vocab_size=len(tokenizer), seed_eos=tokenizer.eos_token_id)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

@@ -169,15 +169,21 @@ def _json_body_end(text: str, body_start: int) -> int | None:
     return after if after == len(text) or text.startswith(TOOL_CALL_CLOSE, after) else None
 
 
-def parse_reply(text: str) -> ParsedReply:
-    """Split a completion into content and <tool_call> blocks (an unclosed last block still counts)."""
+def parse_reply(text: str, *, keep_unreadable: bool = False) -> ParsedReply:
+    """Split a completion into content and <tool_call> blocks (an unclosed last block still counts).
+    `keep_unreadable`: a block that cannot be read stays in the content, as the model wrote it."""
     calls: list[ParsedCall] = []
     malformed: list[str] = []
     prose: list[str] = []
     position = 0
     for start, end, parsed in call_blocks(text):
         prose.append(text[position:start])
-        (calls if isinstance(parsed, ParsedCall) else malformed).append(parsed)
+        if isinstance(parsed, ParsedCall):
+            calls.append(parsed)
+        else:
+            malformed.append(parsed)
+            if keep_unreadable:
+                prose.append(text[start:end])
         position = end
     prose.append(text[position:])
     return ParsedReply(content="".join(prose).strip(), calls=calls, malformed=malformed)

@@ -37,9 +37,13 @@ def main() -> None:
               help="Upper bound on max_tokens for any request.")
 @click.option("--exit-with-parent", is_flag=True,
               help="Stop when the process that started this one ends, however it ends (a stage's embedded model).")
+@click.option("--response-template", default=None,
+              help="How replies are read when the model's chat template renders tools: a JSON file holding a "
+                   "transformers response_template, or a known format's name (default: the checkpoint's own, else "
+                   "the known one that reads back what its chat template writes).")
 def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens, max_tokens_cap,
-          exit_with_parent) -> None:
-    """Serve a local model with an OpenAI-compatible API (chat completions with tools)."""
+          exit_with_parent, response_template) -> None:
+    """Serve a local model with an OpenAI-compatible API (chat completions with tools, the model's own way)."""
     from astra_core.http_server import CannotListen
     from astra_core.local.model import ModelNotAvailable
     from astra_core.local.server import serve as run_server
@@ -49,7 +53,7 @@ def serve(model, host, port, port_file, threads, max_batch, prefix_cache_tokens,
     try:
         run_server(model, host=host, port=port, port_file=port_file, threads=threads, max_batch=max_batch,
                    prefix_cache_tokens=prefix_cache_tokens, max_tokens_cap=max_tokens_cap,
-                   exit_with_parent=exit_with_parent)
+                   exit_with_parent=exit_with_parent, response_template=response_template)
     except (ModelNotAvailable, CannotListen) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -124,7 +128,48 @@ def _serve_view(files: list[str], port: int, title: str) -> None:
         raise click.ClickException(str(exc)) from None
 
 
-stage_command(main, "to-verl", reads="rl_sample", config=VerlConfig)(verl_row)
+stage_command(main, "to-verl", reads="rl_sample", config=VerlConfig, ordered=True)(verl_row)
+
+
+@main.command("ray", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--address", help="The Ray cluster: host:port of its head, or `auto` for the one `ray start` started on "
+                                 "this machine [env RAY_ADDRESS; unset: a local Ray of this run, on 127.0.0.1].")
+@click.option("--actors", type=click.IntRange(min=1),
+              help="Actors running the stage, each with its own resources (LLM clients, sandbox pool, ...) "
+                   "[default: the cluster's CPUs / --cpus-per-actor, at most one per batch].")
+@click.option("--cpus-per-actor", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              help="CPUs Ray reserves for each actor; below 1 packs several I/O-bound actors on a CPU [default: 1].")
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="Input lines per batch, the unit an actor takes and Ray retries [default: the stage's own batch; "
+                   "8 x its --concurrency for an async stage; else 64].")
+@click.option("--worker-deaths", type=click.IntRange(min=1), default=3,
+              help="Deaths of a batch's worker (a lost node, an out-of-memory kill) before its records run one at a "
+                   "time; a record whose worker dies this often running it alone is rejected with the reason "
+                   "[default: 3].")
+@click.argument("words", nargs=-1, required=True, type=click.UNPROCESSED, metavar="COMMAND [ARGS]...")
+def ray(address, actors, cpus_per_actor, batch_size, worker_deaths, words) -> None:
+    """Run a stage command on a Ray cluster with Ray Data (docs/ray.md): `astra-core ray astra-toolgraph walk graphs/`.
+
+    \b
+    The stage runs as its command declares it: the same records, rejects, reasons and counts as in one process
+    (order aside). Its inputs are files, directories or URIs (s3://...), JSONL or Parquet; each is checked first
+    (a bad line without --skip-bad stops the run before any record is processed). Actors open the stage's
+    resources once and run batches of its records (an async stage keeps --concurrency in flight in each actor);
+    outputs, rejects and counts come back here, to -o and --rejects as in one process (--resume included).
+    Needs astra-agent-core[ray].
+    """
+    from astra_core.command import stage_runner
+    from astra_core.options import inputs_may_be_directories
+    from astra_core.ray_stage import RayOptions, find_stage, runner
+
+    group, program, args = find_stage(list(words))
+    settings = RayOptions(address, actors, cpus_per_actor, batch_size, worker_deaths)
+    runs_on_ray, directories = stage_runner.set(runner(settings)), inputs_may_be_directories.set(True)
+    try:
+        group.main(args=args, prog_name=program)
+    finally:
+        stage_runner.reset(runs_on_ray)
+        inputs_may_be_directories.reset(directories)
 
 
 @main.command("cli-doc")

@@ -34,7 +34,12 @@ config giving N) the function gets a list of up to N records and returns one res
 or an exception to reject it). `flags=` names the config fields that become flags; the rest are set with
 --config FILE (one YAML file can then configure every command of a pipeline); `bundled_configs=DIR` lets
 --config also name a file of DIR. An opener in `uses` is called with the config, and also the stage
-options and the LLM config (None without `llm=`) when it takes two or three arguments.
+options and the LLM config (None without `llm=`) when it takes two or three arguments; an opener marked
+`side_output` yields a binary file (or None) the function writes records of its own to.
+
+What one invocation runs is a `StageJob`: the declaration with this run's settings. Here it runs in this process
+(`run_here`); `astra-core ray COMMAND ...` runs the same job on Ray Data (astra_core.ray_stage), the function and
+its resources on Ray actors.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ import asyncio
 import contextlib
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +60,7 @@ from astra_core import collector
 from astra_core.config import ConfigError, config_options, find_config, load_config, pop_values
 from astra_core.options import llm_config_from, llm_options, stage_options, stage_options_from
 from astra_core.schema import RecordError
-from astra_core.stage import Stage, StageError
+from astra_core.stage import Stage, StageError, StageOptions
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
@@ -73,6 +79,8 @@ class StageSpec:
     user_llm: bool = False
     requires: tuple[tuple[str, str | None], ...] = ()
     """(flag, record kind) of each file the command cannot run without (an opener's `requires`: [(field, kind)])."""
+    ordered: bool = False
+    """The function numbers records in input order (`astra-core to-verl`'s index): it runs in one process only."""
 
     @property
     def reads_name(self) -> str | None:
@@ -86,16 +94,14 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
                   llm: bool | Callable[[Any], bool] = False,
                   user_llm: bool = False, uses: dict[str, Opener] | None = None, derive_ids: bool = False,
                   concurrency: int | None = None, batch: int | Callable[[Any], int] | None = None,
-                  bundled_configs: Path | None = None) -> Callable:
+                  bundled_configs: Path | None = None, ordered: bool = False) -> Callable:
     """Register `fn` as the stage command `name` of `group` (see the module docstring); returns `fn`."""
     uses = dict(uses or {})
-    run = _Run(uses=uses, derive_ids=derive_ids, concurrency=concurrency, batch=batch)
 
     def decorate(fn: Callable) -> Callable:
         requires = tuple((_flag(config, field), kind) for opener in uses.values()
                          for field, kind in getattr(opener, "requires", ()))
-        spec = StageSpec(name, reads, writes, config, bool(llm) or user_llm, user_llm, requires)
-        parameters = list(inspect.signature(fn).parameters)[1:]
+        spec = StageSpec(name, reads, writes, config, bool(llm) or user_llm, user_llm, requires, ordered)
 
         def command(**kwargs: Any) -> None:
             ctx = click.get_current_context()
@@ -113,7 +119,9 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
                 if callable(llm) and not llm(settings):  # e.g. verify-chains --no-coherence asks no LLM
                     llm_config = None
                 user_config = _user_config(kwargs, llm_config) if user_llm else None
-                stage = run(fn, title, options, spec, settings, llm_config, user_config, parameters)
+                job = StageJob(fn, title, options, spec, settings, llm_config, user_config, uses, derive_ids,
+                               concurrency, batch(settings) if callable(batch) else batch)
+                stage = (stage_runner.get() or run_here)(job)
             except (RecordError, StageError, ConfigError, FileNotFoundError, OSError) as exc:
                 if debug:
                     raise
@@ -143,63 +151,138 @@ def stage_command(group: click.Group, name: str, *, reads: str | dict | None = N
     return decorate
 
 
-@dataclass(frozen=True)
-class _Run:
-    """How a declared stage runs its function over the records."""
+@dataclass
+class StageJob:
+    """One invocation of a declared stage: its function and declaration with this run's options and settings. It
+    pickles: a Ray actor gets it whole and runs each of its batches as `run_here` runs the whole input."""
 
+    fn: Callable
+    title: str  # the command as typed (`astra-reward f1`): provenance and messages name it
+    options: StageOptions
+    spec: StageSpec
+    settings: Any  # the config dataclass instance
+    llm_config: Any  # astra_core.llm.LLMConfig, or None: asks no LLM
+    user_config: Any  # the user simulator's LLMConfig, or None
     uses: dict[str, Opener]
     derive_ids: bool
-    concurrency: int | None
-    batch: int | None
+    concurrency: int | None  # records in flight of an async function (default: the LLM's concurrency, else 8)
+    batch: int | None  # the function takes lists of this many records
 
-    def __call__(self, fn, title, options, spec, settings, llm_config, user_config, parameters) -> Stage:
-        with contextlib.ExitStack() as stack:
-            opened = {key: _open(opener, settings, options, llm_config) for key, opener in self.uses.items()}
-            # An async resource (e.g. MCP server connections) lives on the event loop of the run: entered there.
-            later = {key: cm for key, cm in opened.items() if hasattr(cm, "__aenter__")}
-            resources = {key: stack.enter_context(cm) for key, cm in opened.items() if key not in later}
-            stage = stack.enter_context(Stage(title, options, in_kind=spec.reads, out_kind=spec.writes,
-                                              derive_ids=self.derive_ids))
-            bound = {"config": settings, "stage": stage, **resources}
+    @property
+    def is_async(self) -> bool:
+        return not self.batch and inspect.iscoroutinefunction(self.fn)
 
-            def call(record):
-                return fn(record, **{p: bound[p] for p in parameters})
+    def new_stage(self, **kwargs: Any) -> Stage:
+        return Stage(self.title, self.options, in_kind=self.spec.reads, out_kind=self.spec.writes,
+                     derive_ids=self.derive_ids, **kwargs)
 
-            stack.enter_context(collector.set_for_records_in_flight())
-            if self.batch:
-                stage.run_batched(call, self.batch(settings) if callable(self.batch) else self.batch)
-            elif not inspect.iscoroutinefunction(fn):
-                bound.setdefault("llm", None)
-                stage.run(call)
-            else:
-                asyncio.run(self._arun(call, stage, bound, llm_config, user_config, later))
-            return stage
+    def open_resources(self, stack: contextlib.ExitStack) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The resources of `uses`, entered on `stack`, and those to enter on the run's event loop (an async
+        resource such as MCP server connections), unentered."""
+        opened = {key: _open(opener, self.settings, self.options, self.llm_config) for key, opener in self.uses.items()}
+        later = {key: cm for key, cm in opened.items() if hasattr(cm, "__aenter__")}
+        return {key: stack.enter_context(cm) for key, cm in opened.items() if key not in later}, later
 
-    async def _arun(self, call, stage, bound, llm_config, user_config, later) -> None:
+    @contextlib.asynccontextmanager
+    async def clients(self, later: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """The async resources entered on the running loop, and the LLM clients (`llm`, `user`), each endpoint
+        checked up front: a typo fails once, not once per record."""
         from astra_core.llm import LLMClient, LLMError
 
-        async with contextlib.AsyncExitStack() as clients:
-            for key, resource in later.items():
-                bound[key] = await clients.enter_async_context(resource)
-            for key, client_config in (("llm", llm_config), ("user", user_config)):
+        async with contextlib.AsyncExitStack() as stack:
+            bound = {key: await stack.enter_async_context(resource) for key, resource in later.items()}
+            for key, client_config in (("llm", self.llm_config), ("user", self.user_config)):
                 if client_config is None:
                     continue
-                client = bound[key] = await clients.enter_async_context(LLMClient(client_config))
-                if client_config.base_url:  # checked up front: a typo fails once, not once per record
+                client = bound[key] = await stack.enter_async_context(LLMClient(client_config))
+                if client_config.base_url:
                     try:
                         await client.model()
                     except LLMError as exc:
                         raise StageError(str(exc)) from exc
-                if key == "llm":  # (the embedded model starts on the first request: a stage asking nothing starts none)
-                    stage.provenance(model=lambda client=client: client.model_name, seed=client_config.seed)
             bound.setdefault("llm", None)
-            width = self.concurrency or (llm_config.concurrency if llm_config else 8)
-            try:
-                await stage.arun(call, concurrency=width)
-            finally:
-                for key, label in (("llm", "llm"), ("user", "user_llm")):
-                    if bound.get(key) is not None and bound[key].usage.requests:  # (a stage that asked nothing: no line)
-                        stage.stats[label] = str(bound[key].usage)
+            yield bound
+
+    def caller(self, bound: dict[str, Any]) -> Callable:
+        """The function of one record (or one list of records), its other parameters bound by name."""
+        parameters = list(inspect.signature(self.fn).parameters)[1:]
+        fn = self.fn
+
+        def call(record):
+            return fn(record, **{p: bound[p] for p in parameters})
+
+        return call
+
+    def process(self, stage: Stage, bound: dict[str, Any]) -> None:
+        """Run a synchronous function over the stage's records."""
+        bound.setdefault("llm", None)
+        if self.batch:
+            stage.run_batched(self.caller(bound), self.batch)
+        else:
+            stage.run(self.caller(bound))
+
+    @property
+    def width(self) -> int:
+        """Records of an async function in flight: `concurrency=`, else the LLM's --concurrency, else 8."""
+        return self.concurrency or (self.llm_config.concurrency if self.llm_config else 8)
+
+    async def aprocess(self, stage: Stage, bound: dict[str, Any], slots: asyncio.Semaphore | None = None) -> None:
+        """Run the async function over the stage's records, `width` in flight, on the loop that opened `bound`'s
+        clients; `slots`: a limit shared with other runs on the loop (batches of one Ray actor)."""
+        if bound.get("llm") is not None and self.llm_config is not None:
+            # (the embedded model starts on the first request: a stage asking nothing starts none)
+            client = bound["llm"]
+            stage.provenance(model=lambda: client.model_name, seed=self.llm_config.seed)
+        call = self.caller(bound)
+        if slots is not None:
+            unlimited = call
+
+            async def call(record):
+                async with slots:
+                    return await unlimited(record)
+
+        await stage.arun(call, concurrency=self.width)
+
+
+# How a stage command runs its job: in this process, unless a runner is set (`astra-core ray` sets its own).
+stage_runner: ContextVar[Callable[[StageJob], Stage] | None] = ContextVar("stage_runner", default=None)
+
+
+def run_here(job: StageJob) -> Stage:
+    """Run the job in this process: its resources opened once, its function over every input record."""
+    with contextlib.ExitStack() as stack:
+        resources, later = job.open_resources(stack)
+        stage = stack.enter_context(job.new_stage())
+        bound = {"config": job.settings, "stage": stage, **resources}
+        stack.enter_context(collector.set_for_records_in_flight())
+        if job.is_async:
+            asyncio.run(_arun(job, stage, bound, later))
+        else:
+            job.process(stage, bound)
+        return stage
+
+
+async def _arun(job: StageJob, stage: Stage, bound: dict[str, Any], later: dict[str, Any]) -> None:
+    async with job.clients(later) as clients:
+        bound.update(clients)
+        try:
+            await job.aprocess(stage, bound)
+        finally:
+            stage.stats.update(usage_stats(bound))
+
+
+def usage_stats(bound: dict[str, Any]) -> dict[str, str]:
+    """The token usage lines of a run's LLM clients (none for a client that asked nothing)."""
+    return {label: str(bound[key].usage) for key, label in (("llm", "llm"), ("user", "user_llm"))
+            if bound.get(key) is not None and bound[key].usage.requests}
+
+
+def side_output(opener: Opener) -> Opener:
+    """Mark an opener whose resource is a binary file (or None) the stage function writes records of its own to
+    (`astra-qaenv export --gold-trajectories`). In one process nothing changes; on Ray (astra_core.ray_stage) the
+    process that writes the stage's output opens it, and each batch's lines go to it from there."""
+    opener.side_output = True
+    return opener
 
 
 def _open(opener: Callable, settings: Any, options: Any, llm_config: Any):

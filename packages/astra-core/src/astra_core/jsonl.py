@@ -86,25 +86,30 @@ def numbered_lines(path: str, stdin: IO[bytes] | None = None) -> Iterator[tuple[
     """(line number, bytes) of every line of a file ('-': `stdin`, default the process's), decompressed on the
     fly when it is gzip, bzip2 or xz. Compressed data that breaks off is an UnreadableInput after the lines
     before it."""
-    name = source_name(path)
     source = (stdin or sys.stdin.buffer) if path == "-" else open(path, "rb")  # noqa: SIM115 - closed below
     try:
-        lines = _decompressed(source, name)
-        lineno = 0
-        try:
-            for lineno, line in enumerate(lines, start=1):  # noqa: B007 - lineno is read after a failed read
-                yield lineno, line
-        except Exception as exc:  # noqa: BLE001 - EOFError, OSError, zlib.error, lzma.LZMAError: data that breaks off
-            if lines is source:
-                raise
-            raise UnreadableInput(f"the compressed data is broken after line {lineno} ({exc}); the lines before "
-                                  "it were read", source=name, lineno=lineno + 1) from None
-        finally:
-            if lines is not source:
-                lines.close()
+        yield from numbered_lines_of(source, source_name(path))
     finally:
         if path != "-":
             source.close()
+
+
+def numbered_lines_of(source: IO[bytes], name: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of every line of an open binary file (buffered: its first bytes are peeked) that
+    messages call `name`, decompressed as `numbered_lines` does."""
+    lines = _decompressed(source, name)
+    lineno = 0
+    try:
+        for lineno, line in enumerate(lines, start=1):  # noqa: B007 - lineno is read after a failed read
+            yield lineno, line
+    except Exception as exc:  # noqa: BLE001 - EOFError, OSError, zlib.error, lzma.LZMAError: data that breaks off
+        if lines is source:
+            raise
+        raise UnreadableInput(f"the compressed data is broken after line {lineno} ({exc}); the lines before "
+                              "it were read", source=name, lineno=lineno + 1) from None
+    finally:
+        if lines is not source:
+            lines.close()
 
 
 def iter_raw_lines(paths: Iterable[str], stdin: IO[bytes] | None = None) -> Iterator[tuple[str, int, bytes]]:

@@ -15,6 +15,7 @@ import functools
 import os
 import tempfile
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import click
@@ -56,10 +57,26 @@ def _apply(options: list[Callable], f: Callable) -> Callable:
     return f
 
 
+# Under `astra-core ray` a stage's inputs may also be directories (astra_core.ray_stage reads their files).
+inputs_may_be_directories: ContextVar[bool] = ContextVar("inputs_may_be_directories", default=False)
+
+
+class _InputPath(click.Path):
+    """An input file or '-' (a directory too under `astra-core ray`)."""
+
+    def __init__(self) -> None:
+        super().__init__(allow_dash=True, dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if inputs_may_be_directories.get():
+            return value
+        return super().convert(value, param, ctx)
+
+
 def stage_options(f: Callable) -> Callable:
     """INPUTS..., -o/--output, --rejects, --shard i/n, --skip-bad, --resume, --progress/--no-progress, --fail-fast."""
     return _apply([
-        click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False)),
+        click.argument("inputs", nargs=-1, type=_InputPath()),
         click.option("-o", "--output", default="-", show_default="stdout",
                      help="Write output records here (FILE.gz: gzip-compressed; FILE.parquet: parquet). Inputs may be "
                           "gzip, bzip2 or xz compressed."),

@@ -20,6 +20,7 @@ import asyncio
 import collections
 import contextlib
 import hashlib
+import io
 import os
 import signal
 import sys
@@ -27,7 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -118,6 +119,55 @@ class Counts:
     reasons: collections.Counter = field(default_factory=collections.Counter)
     dropped: collections.Counter = field(default_factory=collections.Counter)  # made by the stage, then dropped
 
+    def add(self, other: Counts) -> None:
+        """Count what `other` counted too (a part of this stage's input run elsewhere)."""
+        for name in ("read", "skipped_resume", "other_shards", "produced", "written", "rejected", "errors"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.reasons.update(other.reasons)
+        self.dropped.update(other.dropped)
+
+
+@dataclass
+class Part:
+    """What a stage did with some lines of its input in another process (a batch on a Ray actor,
+    astra_core.ray_stage), for the stage that writes its outputs: the output and rejects lines, the counts and
+    figures, and the messages it would have printed. `stop`: an error that stops the whole stage (a malformed
+    record without --skip-bad, an endpoint that does not answer), after what is here."""
+
+    counts: Counts = field(default_factory=Counts)
+    output: bytes = b""
+    rejects: bytes = b""
+    stats: dict[str, Any] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    stop: str | None = None
+    side: dict[str, bytes] = field(default_factory=dict)  # lines written to side outputs (command.side_output)
+
+    def add(self, other: Part) -> None:
+        self.counts.add(other.counts)
+        self.output += other.output
+        self.rejects += other.rejects
+        merge_stats(self.stats, other.stats)
+        self.messages += other.messages
+        self.stop = self.stop or other.stop
+        for key, lines in other.side.items():
+            self.side[key] = self.side.get(key, b"") + lines
+
+
+def merge_stats(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """Figures of two parts of a run as one: numbers add up, and so do mappings of them (key by key); any other
+    figure keeps its first value (a stage sets such a figure once, e.g. the size of a pool every record shares)."""
+    for key, value in more.items():
+        if key not in into:
+            into[key] = dict(value) if isinstance(value, dict) else value
+        elif _is_number(value) and _is_number(into[key]):
+            into[key] += value
+        elif isinstance(value, dict) and isinstance(into[key], dict):
+            merge_stats(into[key], value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
 
 def _reason_key(reason: str) -> str:
     """A reason's kind, to count rejects by: its text before the first ':', without a parenthesis that the
@@ -138,8 +188,13 @@ def _check_unique(record: dict, source: str, lineno: int, raw: bytes, first_seen
         return
     where = first_seen.setdefault(record_id, f"{source}:{lineno}")
     if where != f"{source}:{lineno}":
-        raise MalformedLine(f"duplicate id {record_id!r} (first at {where})", source=source, lineno=lineno, text=raw,
-                            record_id=record_id, field="id")
+        raise duplicate_id(record_id, where, source, lineno, raw)
+
+
+def duplicate_id(record_id: str, first: str, source: str, lineno: int, raw: bytes = b"") -> MalformedLine:
+    """The error of a record whose id an earlier line (`first`, as file:line) already has."""
+    return MalformedLine(f"duplicate id {record_id!r} (first at {first})", source=source, lineno=lineno, text=raw,
+                         record_id=record_id, field="id")
 
 
 def _done_ids(paths: list[str]) -> set[str]:
@@ -327,6 +382,10 @@ class Stage:
         self._undo_sigterm: Callable[[], None] = lambda: None
         self._claims: list[IO[bytes]] = []  # locks on the files it writes (astra_core.claims)
         self._stdin: IO[bytes] | None = None  # where '-' is read from (None: the process's stdin)
+        # A stage run over lines given to it (a batch on a Ray actor: in_memory) rather than its input files:
+        self._lines: Iterable[Iterable[tuple[str, int, bytes]]] | None = None
+        self._seen: dict[str, str] = {}  # ids whose first line is elsewhere in the input -> that file:line
+        self._messages: list[str] | None = None  # what it would print, kept for part() (None: printed)
 
     def provenance(self, *, model: str | Callable[[], str | None] | None = None, seed: int | None = None) -> None:
         """The model (and seed) the output records' provenance step names. `model` may be a function asked
@@ -336,6 +395,49 @@ class Stage:
         self._step = provenance_step(self.command, model=None if callable(model) else model, seed=seed)
 
     # -- lifecycle -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def in_memory(self, lines: Iterable[Iterable[tuple[str, int, bytes]]], *, done: set[str] | None = None,
+                  seen: dict[str, str] | None = None) -> Iterator[Stage]:
+        """This stage over `lines` alone, its outputs, rejects and messages kept for `part()` rather than written
+        or printed: a batch of a stage run on Ray. `lines` holds, per input file, the (source, line number, bytes)
+        of some of its lines (an iterator may raise UnreadableInput where the file breaks off); `done`: ids
+        --resume skips; `seen`: ids whose first line is elsewhere in the input (file:line), so that their lines
+        here are duplicates. No file is claimed and no progress shown: the stage that absorbs the part does that."""
+        self._lines, self._done, self._seen = lines, done or set(), dict(seen or {})
+        self._out = io.BytesIO()
+        self._rejects = io.BytesIO() if self.options.rejects else None
+        self._messages = []
+        self._started = time.monotonic()
+        yield self
+
+    def part(self, stop: str | None = None) -> Part:
+        """What this stage did in memory (see in_memory)."""
+        assert isinstance(self._out, io.BytesIO), "part() is for a stage run in_memory"
+        rejects = self._rejects.getvalue() if self._rejects is not None else b""
+        return Part(self.counts, self._out.getvalue(), rejects, dict(self.stats), list(self._messages or []), stop)
+
+    def absorb(self, part: Part) -> None:
+        """Write and count what was done elsewhere with some lines of this stage's input (a batch on a Ray actor),
+        as if done here."""
+        with _writing(self._output_name):
+            self._out.write(part.output)
+            self._out.flush()
+        if part.rejects and self._rejects is not None:
+            self._write_rejects_line(part.rejects)
+        self.counts.add(part.counts)
+        merge_stats(self.stats, part.stats)
+        for message in part.messages:  # (as _fail prints: the first error, or every traceback with --debug)
+            if self.options.debug or not self._first_error_shown:
+                self._first_error_shown = True
+                print(message, file=sys.stderr)
+        if self._bar is not None:
+            self._bar.update(part.counts.read)
+
+    @property
+    def done_ids(self) -> set[str]:
+        """The ids --resume skips (read from -o and --rejects when the stage opened)."""
+        return self._done
+
     def __enter__(self) -> Stage:
         opts = self.options
         if opts.resume:
@@ -478,10 +580,10 @@ class Stage:
     # -- input -----------------------------------------------------------------------------
     def inputs(self) -> Iterator[dict]:
         """Input records to process: parsed, validated, and filtered by --shard and --resume."""
-        first_seen: dict[str, str] = {}  # id -> file:line where it first appeared
-        for path in self.options.inputs:
+        first_seen: dict[str, str] = dict(self._seen)  # id -> file:line where it first appeared
+        for lines in self._input_files():
             try:
-                for source, lineno, raw in iter_raw_lines([path], self._stdin):
+                for source, lineno, raw in lines:
                     record = self._taken(source, lineno, raw, first_seen)
                     if record is not None:
                         yield record
@@ -492,6 +594,14 @@ class Stage:
                 self._write_reject({"id": None, "reason": f"malformed: {unreadable}", "stage": self.command,
                                     "source": f"{unreadable.source}:{unreadable.lineno}"})
                 self._advance()
+
+    def _input_files(self) -> Iterator[Iterable[tuple[str, int, bytes]]]:
+        """Per input file, its (source, line number, bytes) lines."""
+        if self._lines is not None:
+            yield from self._lines
+            return
+        for path in self.options.inputs:
+            yield iter_raw_lines([path], self._stdin)
 
     def _taken(self, source: str, lineno: int, raw: bytes, first_seen: dict[str, str]) -> dict | None:
         """The record of one line if this run processes it (None: rejected as malformed, another shard's, or done
@@ -602,6 +712,12 @@ class Stage:
             self._bar.note(text)
 
     # -- running a per-record function --------------------------------------------------------
+    def _tell(self, text: str) -> None:
+        if self._messages is not None:
+            self._messages.append(text)
+        else:
+            print(text, file=sys.stderr)
+
     def _fail(self, record: dict, exc: BaseException) -> None:
         if isinstance(exc, Malformed):
             source, _, lineno = self._sources.get(id(record), "").rpartition(":")
@@ -620,12 +736,12 @@ class Stage:
             raise exc
         self.counts.errors += 1
         if self.options.debug:
-            print(f"{self.command}: error on record {record.get('id')!r}:", file=sys.stderr)
-            traceback.print_exception(exc, file=sys.stderr)
+            self._tell(f"{self.command}: error on record {record.get('id')!r}:\n"
+                       + "".join(traceback.format_exception(exc)).rstrip("\n"))
         elif not self._first_error_shown:
             self._first_error_shown = True
-            print(f"{self.command}: error on record {record.get('id')!r}: {type(exc).__name__}: {exc} "
-                  "(rejected; --debug for tracebacks, --fail-fast to stop)", file=sys.stderr)
+            self._tell(f"{self.command}: error on record {record.get('id')!r}: {type(exc).__name__}: {exc} "
+                       "(rejected; --debug for tracebacks, --fail-fast to stop)")
         self.reject(record, f"error: {type(exc).__name__}: {exc}")
 
     def run(self, fn: Callable[[dict], dict | list[dict] | None]) -> Counts:

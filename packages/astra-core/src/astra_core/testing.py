@@ -5,6 +5,10 @@
 - `recorded_llm`: a real loopback HTTP server that answers chat requests with recorded replies
   (for testing parsing and control flow deterministically), can fail on purpose, and keeps
   every request it received.
+- `local_ray`: a local Ray (on 127.0.0.1) in this process, one per session, that `astra-core ray` runs invoked
+  in-process use (the `ray` extra); `ray_cluster`: a Ray cluster of two nodes started with `ray start` on this
+  machine, for `astra-core ray --address` runs in subprocesses (slow tests); `records_as_run` and `summary_of`
+  compare what two runs wrote and said.
 
 Importing this module is cheap: nothing heavy loads until a fixture is used.
 """
@@ -13,6 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -186,3 +193,102 @@ def llm_env(embedded_llm: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("ASTRA_LLM_BASE_URL", embedded_llm)
     monkeypatch.delenv("ASTRA_LLM_MODEL", raising=False)
     return embedded_llm
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[None]:
+    """A local Ray instance in this process (as `astra-core ray` starts without --address: on 127.0.0.1, this
+    machine's CPUs), shared by the session's in-process `astra-core ray` runs; shut down at its end."""
+    from astra_core.ray_stage import connect
+
+    ray = connect(None)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@dataclass
+class RayCluster:
+    address: str  # host:port of its head
+    env: dict[str, str]  # what a driver's environment needs to connect (RAY_AUTH_MODE=token)
+
+    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        """`astra-core ray --address ADDRESS ARGS...` in a subprocess, as a user runs it."""
+        command = [str(_bin("astra-core")), "ray", "--address", self.address, *map(str, args)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=self.env)
+
+    def add_node(self) -> None:
+        """A node of 1 CPU joins the cluster (after a test has killed one)."""
+        subprocess.run([str(_bin("ray")), "start", f"--address={self.address}", *_NODE], env=self.env, check=True,
+                       capture_output=True, timeout=300)
+
+    def worker_raylet(self) -> int:
+        """The process of the second node's raylet (the one not started with --head)."""
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    command = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if command[0].endswith(b"/raylet") and b"--head" not in command and self._ours(command):
+                return int(entry)
+        raise LookupError("no raylet of a second node is running")
+
+    def _ours(self, command: list[bytes]) -> bool:
+        return any(arg.endswith(f":{self.address.rsplit(':', 1)[1]}".encode()) for arg in command)
+
+
+_NODE = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+
+
+def _bin(name: str):
+    from pathlib import Path
+
+    return Path(sys.executable).with_name(name)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A Ray cluster of two nodes on this machine, each with 1 CPU, as docs/ray.md starts one: `ray start --head`,
+    then a second node joining with token authentication (the head turns it on). Addresses are given as 127.0.0.1
+    (Ray registers a node of a cluster of several under the machine's address). `ray stop` at the end, also after a
+    failure. Session-wide: `ray stop` ends every Ray of this user on the machine."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    env["RAY_AUTH_MODE"] = "token"
+    port = closed_port()
+    ray = str(_bin("ray"))
+    try:
+        subprocess.run([ray, "start", "--head", f"--port={port}", "--include-dashboard=false", *_NODE], env=env,
+                       check=True, capture_output=True, timeout=300)
+        cluster = RayCluster(f"127.0.0.1:{port}", env)
+        cluster.add_node()
+        yield cluster
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=300)
+
+
+def records_as_run(path) -> list[str]:
+    """The records of a JSONL file (outputs or rejects) as a sorted list of canonical JSON texts, the times of their
+    provenance steps left out: what two runs of a stage wrote, compared as sets of records (order aside)."""
+    texts = []
+    with open(path, "rb") as handle:
+        for line in handle:
+            record = json.loads(line)
+            for holder in (record, record.get("record")):
+                if isinstance(holder, dict):
+                    for step in (holder.get("meta") or {}).get("provenance", []):
+                        step.pop("time", None)
+            texts.append(json.dumps(record, sort_keys=True, ensure_ascii=False))
+    return sorted(texts)
+
+
+def summary_of(stderr: str, command: str) -> list[str]:
+    """The counts a stage printed at its end (`command: read ... · wrote ... · rejected ...` and the lines under it)
+    without their elapsed time or how Ray ran it: what a run on Ray and one in one process must print alike."""
+    lines = stderr.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith(f"{command}: read "))
+    head = lines[start].rsplit(" · ", 1)[0]  # (the elapsed time)
+    rest = [line for line in lines[start + 1:] if line.startswith("  ") and not line.startswith("  ray: ")]
+    return [head, *rest]

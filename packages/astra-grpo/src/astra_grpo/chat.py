@@ -1,27 +1,33 @@
 """Conversations <-> token ids, exactly as the policy is served, for any real chat template.
 
-Two renderings:
-- hermes: `astra_core.chat_format.to_template_messages` (tools in the system prompt, `<tool_call>`
-  blocks, tool results as `<tool_response>` user turns) through the tokenizer's plain chat
-  template. This is what `astra-core serve` does, so training matches serving.
-- template: the tokenizer's own tool-aware chat template (`apply_chat_template(..., tools=...)`),
-  for models such as Qwen2.5/Qwen3/Llama 3.x that have one.
+How a conversation is rendered, how a reply is read and which tokens end a turn are the model's own:
+`astra_core.local.model_chat.ModelChat` reads them off the tokenizer (the `hermes` style for templates
+that know no tools, as `astra-core serve` does; the template's own tool rendering and its family's
+response template otherwise; see that module and `astra_core.reply_formats`).
 
 Token accounting never re-renders an earlier turn. Real templates rewrite history: Qwen3 drops the
-`<think>` block of every assistant turn but the last one after the latest user query, Gemma 3 trims
-contents. So a conversation is laid out turn by turn, as a rollout produces it:
+`<think>` block of every assistant turn but the last one after the latest user query, gpt-oss drops the
+analysis of turns before a final answer and writes `<|end|>` where the model wrote `<|return|>`, GLM-4.5
+ends a turn with the next message's role token. So a conversation is laid out turn by turn, as a rollout
+produces it:
 
     prompt (the template's render of the messages before the first assistant turn, generation prompt
-    included) | assistant text + end-of-turn token | observation text | assistant text + ... | closing
+    included) | generated text + stop token | continuation | generated text + stop token | ... | closing
 
-where an assistant turn's text is what the template writes for it as the *newest* turn (what the model
-generates), and an observation's text is what the template writes for the new messages after a fixed
-base conversation (verl's approach). SFT examples (`encode`) use the same layout as rollouts, so the
-policy is trained on exactly the token sequences it meets when it acts. Where a template would render
-the finished conversation differently (Qwen3's dropped reasoning), rollouts count it as a
-re-tokenization mismatch; `docs` of astra-grpo list these per family.
+- a turn's generated text is what the template writes for it right after what precedes it (the prompt,
+  or the last continuation), up to the stop token that ends it;
+- a continuation is what the template writes after that text when the turn's observations (tool results,
+  a user's reply) follow it, up to the next generation prompt included, rendered after a fixed base
+  conversation that ends with the turn itself (verl's approach: nothing earlier is rendered again), less
+  the stop token the policy generated (the template writes it there, or its stand-in: gpt-oss's `<|end|>`
+  for `<|return|>`; GLM writes it as the next message's first token).
 
-Reasoning (`<think>...</think>` or a message's `reasoning_content`) is kept or stripped by `reasoning`:
+SFT examples (`encode`) use the same layout as rollouts, so the policy is trained on exactly the token
+sequences it meets when it acts, and the assistant mask is exact. Where a template would render the
+finished conversation differently, rollouts count a re-tokenization mismatch; docs/model-families.md
+lists these per family.
+
+Reasoning (`<think>...</think>`, or a message's `reasoning_content`) is kept or stripped by `reasoning`:
 - keep: SFT trains on it and rollout records carry it as `reasoning_content`;
 - strip: it is removed from SFT targets and from the recorded messages (a live episode's context always
   holds the tokens the policy generated).
@@ -30,212 +36,166 @@ Reasoning (`<think>...</think>` or a message's `reasoning_content`) is kept or s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
-from astra_core.chat_format import ParsedCall, call_blocks, to_template_messages
+from astra_core.local.model_chat import REASONING_MODES, ModelChat, Reading, TemplateError, openai_tool
 
-_PROBE = "\u2402probe\u2402"
-_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-# Fixed base conversations that new messages are rendered after (the first a template accepts wins).
+__all__ = ["REASONING_MODES", "ChatRenderer", "Reply", "TemplateError", "chat_renderer", "openai_tool"]
+
+Reply = Reading  # one generated turn read back: content, reasoning, calls, malformed calls (why each)
+
+# The fixed base conversation that new messages are rendered after.
 _BASE_USER = {"role": "user", "content": "\u2402base question\u2402"}
-_BASE_ASSISTANT = {"role": "assistant", "content": "\u2402base answer\u2402"}
-REASONING_MODES = ("keep", "strip")
-
-
-class TemplateError(ValueError):
-    """The chat template cannot render this conversation the way a rollout lays it out."""
-
-
-@dataclass
-class Reply:
-    """One assistant turn as the policy wrote it: reasoning, prose, well-formed calls, unreadable call blocks."""
-
-    content: str
-    calls: list[ParsedCall] = field(default_factory=list)
-    malformed: list[str] = field(default_factory=list)  # why each bad block could not be read
-    reasoning: str = ""
-
-
-def openai_tool(tool: dict) -> dict:
-    """A tool as chat templates and endpoints expect it (our `output_schema` stripped)."""
-    return {"type": "function", "function": tool["function"]}
-
-
-def split_reasoning(text: str) -> tuple[str, str]:
-    """(reasoning, the rest) of a reply or message content. Handles a reply that starts inside the block
-    (templates such as DeepSeek-R1's put `<think>` in the generation prompt)."""
-    if _THINK_CLOSE not in text:
-        return "", text
-    head, rest = text.split(_THINK_CLOSE, 1)
-    if _THINK_OPEN in head:
-        before, head = head.split(_THINK_OPEN, 1)
-        if before.strip():
-            return "", text  # prose before the block: not a reasoning prefix
-    return head.strip("\n"), rest.lstrip("\n")
+_NEXT_USER = {"role": "user", "content": "\u2402next question\u2402"}
+_PREFIX_TOKENS = 64  # the prompt's tail a reply is read against (its generation prompt, where the reader anchors)
 
 
 class ChatRenderer:
-    """Renders OpenAI-format conversations to text/token ids for one tokenizer, and parses replies."""
+    """Renders OpenAI-format conversations to text/token ids for one tokenizer, and reads replies."""
 
-    def __init__(self, tokenizer, style: str = "auto", *, reasoning: str = "keep",
-                 template_kwargs: dict | None = None):
+    def __init__(self, tokenizer, style: str = "auto", *, reasoning: str = "keep", template_kwargs: dict | None = None,
+                 response_template: str | None = None, generation_eos: int | list[int] | None = None):
+        self.chat = ModelChat(tokenizer, style, reasoning=reasoning, template_kwargs=template_kwargs,
+                              response_template=response_template, generation_eos=generation_eos)
         self.tokenizer = tokenizer
-        template = tokenizer.chat_template or ""
-        if not template:
-            raise TemplateError("the tokenizer has no chat template (a base model?): give one with "
-                                "--chat-template-path (a .jinja file, or the directory of a model whose template "
-                                "to use, e.g. its instruct sibling)")
-        if style == "auto":
-            style = "template" if "tools" in template else "hermes"
-        if style not in ("hermes", "template"):
-            raise ValueError(f"chat style must be hermes, template or auto, got {style!r}")
-        if reasoning not in REASONING_MODES:
-            raise ValueError(f"reasoning must be keep or strip, got {reasoning!r}")
-        self.style = style
+        self.style = self.chat.style
         self.reasoning = reasoning
-        self.template_kwargs = dict(template_kwargs or {})
-        # Calls are <tool_call> JSON blocks unless the model's own template writes bare JSON (Llama 3.x).
-        self.call_style = "json" if style == "template" and "<tool_call>" not in template else "hermes"
-        self.stop_ids = stop_token_ids(tokenizer)
-        self.turn_suffix = self._probe_turn_suffix()
-        stop_texts = {i: tokenizer.decode([i]) for i in self.stop_ids}
-        # The stop token that ends an assistant turn in this template, and what the template writes after it.
-        self.turn_stop_id = next((i for i, s in stop_texts.items() if s and self.turn_suffix.startswith(s)),
-                                 self.stop_ids[0] if self.stop_ids else None)
-        stop_text = stop_texts.get(self.turn_stop_id, "")
-        self.after_stop = self.turn_suffix[len(stop_text):] if self.turn_suffix.startswith(stop_text) \
-            else self.turn_suffix
-        self.renders_reasoning = self._probe_renders_reasoning()
+        self.stop_ids = self.chat.stop_ids
+        self.stop_texts = self.chat.stop_texts()
+        stand_ins = self.chat.format.renders_end_as if self.chat.format else {}
+        # the texts the template may write where the policy's stop token stands, for each stop token
+        self._stop_forms = {i: [t for t in (text, stand_ins.get(text)) if t] for i, text in self.stop_texts.items()}
+        self._hands_to_tools = {i for i, text in self.stop_texts.items() if text in self.chat.hands_to_tools}
+
+    @property
+    def reader(self) -> str:
+        """How replies are read: `hermes`, or the name of the response template."""
+        return self.chat.reader_name
 
     # -- rendering ------------------------------------------------------------------------------
     def template_messages(self, messages: list[dict], tools: list[dict] | None) -> list[dict]:
-        messages = [self._with_reasoning(m) if m["role"] == "assistant" else m for m in messages]
-        if self.style == "hermes":
-            return to_template_messages(messages, tools or None)
-        out = []
-        for message in messages:
-            message = {k: v for k, v in message.items() if v is not None}
-            if message.get("tool_calls"):
-                message["tool_calls"] = [_call_with_dict_arguments(c) for c in message["tool_calls"]]
-                # a call without text: "", which every template renders as nothing; some fail without the key
-                # (DeepSeek-R1-Distill, DeepSeek-V3, LFM2, Phi-3) and others render a null as "None"
-                message.setdefault("content", "")
-            out.append(message)
-        return out
-
-    def _render(self, template_messages: list[dict], tools: list[dict] | None, generation_prompt: bool) -> str:
-        kwargs = {"tools": [openai_tool(t) for t in tools]} if self.style == "template" and tools else {}
-        try:
-            return self.tokenizer.apply_chat_template(template_messages, tokenize=False,
-                                                      add_generation_prompt=generation_prompt,
-                                                      **kwargs, **self.template_kwargs)
-        except Exception as exc:  # jinja2's TemplateError, or a template's raise_exception(...)
-            roles = ", ".join(m["role"] for m in template_messages)
-            raise TemplateError(f"the chat template cannot render [{roles}]: {exc}") from exc
+        return self.chat.template_messages(messages, tools)
 
     def render(self, messages: list[dict], tools: list[dict] | None = None, generation_prompt: bool = False) -> str:
         """The template's own render of a whole conversation (what an endpoint would be sent)."""
-        return self._render(self.template_messages(messages, tools), tools, generation_prompt)
+        return self.chat.render(messages, tools, generation_prompt)
 
     def encode_text(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def _tail(self, new: list[dict], tools: list[dict] | None, *, generation_prompt: bool,
-              bases: tuple[list[dict], ...]) -> tuple[str, str]:
-        """(text before, text the template writes for `new`) after the first base it renders unchanged."""
-        errors = []
-        for base in bases:
-            try:
-                before = self.render(base, tools, generation_prompt=not generation_prompt)
-                after = self.render(base + new, tools, generation_prompt=generation_prompt)
-            except TemplateError as exc:
-                errors.append(str(exc))
-                continue
-            if after.startswith(before):
-                return before, after[len(before):]
-            errors.append("adding the messages re-renders the turns before them")
-        roles = ", ".join(m["role"] for m in new)
-        raise TemplateError(f"cannot render [{roles}] on its own with this chat template: {'; '.join(errors)}")
-
-    def _probe_turn_suffix(self) -> str:
-        """The text a template writes after an assistant message's content (ChatML: '<|im_end|>\\n')."""
-        probe = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _PROBE}]
-        text = self._render(self.template_messages(probe, None), None, False)
-        return text[text.rindex(_PROBE) + len(_PROBE):]
-
-    def _probe_renders_reasoning(self) -> bool:
-        probe = [{"role": "user", "content": "hi"},
-                 {"role": "assistant", "content": "answer", "reasoning_content": _PROBE}]
-        try:
-            rendered = self._render([dict(m) for m in probe], None, False) if self.style == "template" else ""
-        except TemplateError:
-            return False
-        return _PROBE in rendered
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
     # -- the rollout layout -----------------------------------------------------------------------
     def prompt_ids(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         return self.encode_text(self.render(messages, tools, generation_prompt=True))
 
-    def assistant_text(self, message: dict, tools: list[dict] | None) -> str:
-        """What the policy generates for this assistant message (up to, not including, its stop token)."""
-        before, tail = self._tail([message], tools, generation_prompt=False, bases=([_BASE_USER],))
-        if not tail.endswith(self.turn_suffix):
-            raise TemplateError("the chat template does not end this assistant turn with "
-                                f"{self.turn_suffix!r}; cannot locate the generated text")
-        return tail[:len(tail) - len(self.turn_suffix)]
+    def assistant_text(self, message: dict, tools: list[dict] | None, context: list[dict] | None = None) -> str:
+        """What the policy generates for this assistant message after the conversation `context` (default: a fixed
+        user turn), up to, not including, its stop token."""
+        return self.chat.generated_text(context or [_BASE_USER], message, tools)[0]
 
-    def observation_ids(self, observations: list[dict], tools: list[dict] | None, stopped: bool) -> list[int]:
+    def turn_stop_id(self, message: dict, tools: list[dict] | None, following: list[dict]) -> int:
+        """The stop token that ends this assistant turn when `following` comes after it (nothing: the end of the
+        conversation): the one the template writes at the end of the turn, else at the start of what follows."""
+        for continuation in (self._continuation(message, following, tools),
+                             self._continuation(message, [_NEXT_USER], tools)):
+            for stop_id, forms in self._stop_forms.items():
+                if any(continuation.startswith(form) for form in forms):
+                    return stop_id
+        raise TemplateError("the chat template ends this assistant turn with no stop token: "
+                            f"{self._continuation(message, following, tools)[:80]!r}")
+
+    def observation_ids(self, message: dict, observations: list[dict], tools: list[dict] | None,
+                        stop_id: int | None) -> list[int]:
         """Tokens between the policy's last generated token and its next turn.
 
-        `observations` are the messages (tool results, a user's reply) after the assistant turn just
-        played. `stopped`: that turn ended with a stop token (else it was cut at its length budget, and
-        the template's whole end-of-turn text is added). Rendered after a fixed base conversation, so no
-        earlier turn is ever rendered again.
-        """
-        _, tail = self._tail(observations, tools, generation_prompt=True,
-                             bases=([_BASE_USER, _BASE_ASSISTANT], [_BASE_USER]))
-        glue = self.after_stop if stopped else self.turn_suffix
-        return self.encode_text(glue + tail)
+        `message` is the assistant turn just played, `observations` the messages that answer it (tool results, a
+        user's reply), `stop_id` the stop token the turn ended with (None: it was cut at its length budget, and
+        the template's whole end of turn is added)."""
+        return self.encode_text(self._glue(self._continuation(message, observations, tools), stop_id))
 
-    def closing_ids(self, stopped: bool) -> list[int]:
-        """What the template adds after the final generated turn (for the re-tokenization check)."""
-        return self.encode_text(self.after_stop if stopped else self.turn_suffix)
+    def closing_ids(self, message: dict, tools: list[dict] | None, stop_id: int | None) -> tuple[list[int], bool]:
+        """(what the template adds after the final generated turn, whether it writes the stop token there): the
+        re-tokenization check compares with the template's render of the finished conversation, which ends
+        without a stop token in families whose turns end on the next message's role token (GLM)."""
+        closing = self._continuation(message, [], tools)
+        writes_stop = stop_id is None or any(closing.startswith(form) for form in self._stop_forms.get(stop_id, []))
+        return self.encode_text(self._glue(closing, stop_id)), writes_stop
+
+    def _continuation(self, message: dict, following: list[dict], tools: list[dict] | None) -> str:
+        """What the template writes after the policy's text for `message` when `following` comes next: its end of
+        turn, `following`, and (when there is something) the next generation prompt. Rendered after a fixed base
+        user turn, the message without its reasoning and, beside calls, its prose (what follows does not depend
+        on them: Gemma 4 writes a turn's prose after its tool results, which would put it among them); the turn's
+        text ends where the template writes its first stop token (or, in GLM, the next message's role token)."""
+        bare = self.chat.without_reasoning(message)
+        answers = [m for m in following if m["role"] == "tool"]
+        if answers and not bare.get("tool_calls"):
+            # tool results answer calls (gpt-oss's template refuses them otherwise): those of a reply that could not
+            # be read are answered as calls too, with the error
+            bare["tool_calls"] = [{"id": m.get("tool_call_id"), "type": "function",
+                                   "function": {"name": m.get("name") or "tool", "arguments": "{}"}} for m in answers]
+        if bare.get("tool_calls"):
+            bare["content"] = ""
+        prompt = self.render([_BASE_USER], tools, generation_prompt=True)
+        whole = self.render([_BASE_USER, bare, *following], tools, generation_prompt=bool(following))
+        head = self.chat.shared_head(prompt, whole)
+        if head < len(self.render([_BASE_USER], tools)):
+            raise TemplateError("cannot render the turn on its own with this chat template: adding it re-renders the "
+                                "messages before it")
+        region = whole[head:]
+        for forms in (self.stop_texts.values(), [f for fs in self._stop_forms.values() for f in fs[1:]]):
+            ends = [at for at in (region.find(form) for form in forms) if at >= 0]
+            if ends:  # the first stop token, else the first stand-in for one (gpt-oss's <|end|> in history)
+                return region[min(ends):]
+        return ""
+
+    def _glue(self, continuation: str, stop_id: int | None) -> str:
+        """The continuation less the stop token the policy generated, which stands where the template writes it
+        (or its stand-in, or another stop token: the generated one is kept either way)."""
+        if stop_id is None:
+            return continuation
+        forms = self._stop_forms.get(stop_id, []) + [f for i, fs in self._stop_forms.items() if i != stop_id for f in fs]
+        for form in forms:
+            if continuation.startswith(form):
+                return continuation[len(form):]
+        return continuation
 
     def encode(self, messages: list[dict], tools: list[dict] | None = None) -> tuple[list[int], list[int]]:
         """(token ids, assistant mask) of a finished conversation in the rollout layout: the mask is 1 on
-        every assistant turn's generated tokens and its end-of-turn token. Messages after the last
-        assistant turn are not part of the example."""
+        every assistant turn's generated tokens and its stop token. Messages after the last assistant turn
+        are not part of the example."""
         turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
         if not turns:
             raise TemplateError("the conversation has no assistant turn to train on")
         ids = self.prompt_ids(messages[:turns[0]], tools)
         mask = [0] * len(ids)
         for position, index in enumerate(turns):
-            generated = self.encode_text(self.assistant_text(messages[index], tools)) + [self.turn_stop_id]
-            ids += generated
-            mask += [1] * len(generated)
-            following = turns[position + 1] if position + 1 < len(turns) else None
-            glue = (self.observation_ids(messages[index + 1:following], tools, stopped=True)
-                    if following is not None else self.closing_ids(stopped=True))
-            ids += glue
-            mask += [0] * len(glue)
+            message = messages[index]
+            following = messages[index + 1:turns[position + 1]] if position + 1 < len(turns) else []
+            stop_id = self.turn_stop_id(message, tools, following)
+            generated = self.encode_text(self.assistant_text(message, tools, messages[:index])) + [stop_id]
+            glue = (self.observation_ids(message, following, tools, stop_id) if following
+                    else self.closing_ids(message, tools, stop_id)[0])
+            ids += generated + glue
+            mask += [1] * len(generated) + [0] * len(glue)
         return ids, mask
 
-    # -- reasoning --------------------------------------------------------------------------------
-    def _with_reasoning(self, message: dict) -> dict:
-        """An assistant message with its reasoning kept where the template reads it, or stripped."""
-        content = message.get("content")
-        reasoning = message.get("reasoning_content") or ""
-        if isinstance(content, str) and _THINK_CLOSE in content:
-            inline, content = split_reasoning(content)
-            reasoning = reasoning or inline
-        message = {k: v for k, v in message.items() if k != "reasoning_content"}
-        message["content"] = content
-        if self.reasoning == "strip" or not reasoning:
-            return message
-        if self.renders_reasoning:
-            return {**message, "reasoning_content": reasoning}
-        return {**message, "content": f"{_THINK_OPEN}\n{reasoning}\n{_THINK_CLOSE}\n\n{content or ''}"}
+    # -- reading replies ----------------------------------------------------------------------------
+    def parse(self, text: str, *, prompt_ids: list[int] | None = None, tools: list[dict] | None = None,
+              stop_id: int | None = None, stopped: bool = True) -> Reply:
+        """A generated turn read back (`text` without its stop token; `prompt_ids` the prompt it continued;
+        `stop_id` the stop token it ended with). A turn that hands over to the tools (gpt-oss's `<|call|>`) with
+        no call that can be read is a malformed call: the tools answer it with the reason."""
+        prefix = self.tokenizer.decode((prompt_ids or [])[-_PREFIX_TOKENS:]) if self.style == "template" else ""
+        reply = self.chat.read(text, prefix, tools, stopped)
+        if stop_id in self._hands_to_tools and not reply.calls and not reply.malformed:
+            reply.malformed.append(f"the turn ended with {self.stop_texts[stop_id]} (a call) but holds no call "
+                                   f"that can be read as {self.reader}: {text[-200:]!r}")
+        return reply
+
+    def read_generation(self, ids: list[int], prompt_ids: list[int], stopped: bool, tools: list[dict] | None) -> Reply:
+        """`parse` of generated token ids (the last one the stop token when `stopped`)."""
+        text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=False)
+        return self.parse(text, prompt_ids=prompt_ids, tools=tools, stop_id=ids[-1] if stopped and ids else None,
+                          stopped=stopped)
 
     def assistant_message(self, reply: Reply, turn: int) -> dict:
         """The OpenAI message of a generated turn (reasoning as `reasoning_content` when kept)."""
@@ -249,69 +209,17 @@ class ChatRenderer:
                 for index, call in enumerate(reply.calls)]
         return message
 
-    # -- parsing ---------------------------------------------------------------------------------
-    def parse(self, text: str) -> Reply:
-        reasoning, body = split_reasoning(text)
-        reply = _parse_json_call(body) if self.call_style == "json" else _parse_hermes(body)
-        reply.reasoning = reasoning
-        return reply
 
-
-def _parse_hermes(text: str) -> Reply:
-    calls: list[ParsedCall] = []
-    malformed: list[str] = []
-    kept: list[str] = []  # prose and unreadable blocks stay in the content: they are what the model wrote
-    position = 0
-    for start, end, parsed in call_blocks(text):
-        kept.append(text[position:start])
-        if isinstance(parsed, ParsedCall):
-            calls.append(parsed)
-        else:
-            malformed.append(parsed)
-            kept.append(text[start:end])
-        position = end
-    kept.append(text[position:])
-    return Reply(content="".join(kept).strip(), calls=calls, malformed=malformed)
-
-
-def _parse_json_call(text: str) -> Reply:
-    """Llama-3.x style: the whole reply is one JSON object {"name", "parameters"|"arguments"}."""
-    stripped = text.strip()
-    if not stripped.startswith("{"):
-        return Reply(content=stripped)
-    try:
-        payload = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        return Reply(content=stripped, malformed=[f"tool call is not valid JSON ({exc.msg}): {stripped[:200]}"])
-    arguments = payload.get("parameters", payload.get("arguments", {})) if isinstance(payload, dict) else None
-    if not isinstance(payload, dict) or not isinstance(payload.get("name"), str) or not isinstance(arguments, dict):
-        return Reply(content=stripped, malformed=[f"tool call needs a string 'name' and object arguments: "
-                                                  f"{stripped[:200]}"])
-    return Reply(content="", calls=[ParsedCall(payload["name"], arguments)])
-
-
-def _call_with_dict_arguments(call: dict) -> dict:
-    function = dict(call["function"])
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            function["arguments"] = json.loads(arguments)
-        except json.JSONDecodeError:
-            pass
-    return {**call, "function": function}
-
-
-def stop_token_ids(tokenizer) -> list[int]:
-    """Token ids that end an assistant turn: EOS and the chat template's end-of-turn token."""
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    vocab = tokenizer.get_vocab()
-    for token in ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>"):
-        if token in vocab and token in (tokenizer.chat_template or ""):
-            ids.add(vocab[token])
-    return sorted(ids)
-
-
-def chat_renderer(tokenizer, config) -> ChatRenderer:
-    """The renderer a trainer config asks for (`chat_format`, `reasoning`, `chat_template_kwargs`)."""
-    return ChatRenderer(tokenizer, config.chat_format, reasoning=config.reasoning,
-                        template_kwargs=config.chat_template_kwargs)
+def chat_renderer(tokenizer, config, model=None) -> ChatRenderer:
+    """The renderer a trainer config asks for (`chat_format`, `reasoning`, `chat_template_kwargs`,
+    `response_template`), its turns ending on the stop tokens of `model`'s generation config too. When the chat
+    template renders tools, the tokenizer carries the response template replies are read with, so that the
+    checkpoints saved with it are read the same way wherever they are served."""
+    generation = getattr(model, "generation_config", None)
+    renderer = ChatRenderer(tokenizer, config.chat_format, reasoning=config.reasoning,
+                            template_kwargs=config.chat_template_kwargs,
+                            response_template=getattr(config, "response_template", None),
+                            generation_eos=getattr(generation, "eos_token_id", None))
+    if renderer.style == "template":
+        tokenizer.response_template = renderer.chat.response_template
+    return renderer

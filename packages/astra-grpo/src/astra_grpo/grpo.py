@@ -45,6 +45,7 @@ from astra_grpo.config import GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Sampling, correction
+from astra_grpo.environments import open_openenv_pool, open_sandbox_pool, plays_openenv, runs_code
 from astra_grpo.layout import Layout, plan
 from astra_grpo.layout_attention import usable_layout
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
@@ -119,11 +120,12 @@ def split_by_prompt_length(samples: list[dict], renderer: ChatRenderer, limit: i
 
 def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, rejects: str | None = None,
                pool=None, reward_fn: RewardFn | None = None, on_step: Callable[[int], None] | None = None,
-               tau2=None) -> Path:
+               tau2=None, openenv=None) -> Path:
     """Train; returns the directory of the final weights. `pool`: environment sessions (default: a
     jailed astra-sandbox SessionPool); `tau2`: sessions on tau2 domains for samples with `environment.tau2`
-    (default: an astra_grpo.tau2.Tau2Pool); `reward_fn`: episode -> (reward, components) (default:
-    astra-reward, or tau2's evaluator for tau2 samples)."""
+    (default: an astra_grpo.tau2.Tau2Pool); `openenv`: sessions on OpenEnv servers for samples with
+    `environment.openenv` (default: an astra_grpo.openenv_sessions.OpenEnvPool); `reward_fn`: episode -> (reward,
+    components) (default: astra-reward, tau2's evaluator for tau2 samples, the environment's for openenv ones)."""
     world = world_size()
     accumulation = config.accumulation_steps(data_parallel_size(config))
     accelerator = make_accelerator(config, accumulation)
@@ -136,9 +138,11 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
     samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None,
                            check=lambda record: check_rl_sample(record, config.reward))
+    if openenv is None and any(plays_openenv(sample) for sample in samples):  # (without the extra: said before loading)
+        openenv = open_openenv_pool(config.openenv_timeout_s, f"{COMMAND} (samples with environment.openenv)")
     start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
-    renderer = chat_renderer(tokenizer, config)
+    renderer = chat_renderer(tokenizer, config, model)
     samples, too_long = split_by_prompt_length(samples, renderer, config.max_prompt_length)
     if main:
         write_rejects(rejects, COMMAND, too_long)
@@ -182,9 +186,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
                                                 initial=step))
         on_tau2 = [sample for sample in samples if "tau2" in sample["environment"]]
-        if pool is None and len(on_tau2) < len(samples):
-            from astra_grpo.environments import open_sandbox_pool
-
+        if pool is None and any(runs_code(sample) for sample in samples):
             pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                                          call_timeout_s=config.sandbox_call_timeout_s))
         if tau2 is None and on_tau2:
@@ -195,7 +197,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         if user_simulator is not None:
             stack.enter_context(user_simulator)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=user_simulator, tau2=tau2)
+                               user_simulator=user_simulator, tau2=tau2, openenv=openenv)
 
         def save_state() -> Path:
             return save_training_state(accelerator, output / "state", step,
@@ -257,6 +259,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                       / rollout_seconds / world if rollout_seconds else None,
                       "retokenize_mismatches": runner.retokenize_mismatches}
             metrics.log(step, values, final=step == total_steps)
+            if main and step == (resumed or 0) + 1:
+                _say_if_no_call_is_read(rolled, renderer)
             if config.save_weights_steps and step % config.save_weights_steps == 0 and step < total_steps:
                 save_weights(accelerator, model, tokenizer, step_dir(output / "weights", step))
             stopped = signals.end_of_step(step, total_steps, config.save_state_steps, save_state, on_step)
@@ -420,6 +424,17 @@ def _logprobs_of(model, layouts: list[list[Layout]], config: GRPOConfig, device)
     with torch.no_grad():
         return [[token_logprobs(model, layout.to(device), config.temperature, attention=config.layout_attention)[0]
                  .float().cpu() for layout in mini] for mini in layouts]
+
+
+def _say_if_no_call_is_read(rolled: list[Group], renderer: ChatRenderer) -> None:
+    """A policy none of whose calls can be read scores 0 in every episode and learns nothing: say so at once."""
+    episodes = [e for g in rolled for e in g.episodes]
+    if episodes and not sum(e.tool_calls - e.malformed_calls for e in episodes):
+        unreadable = sum(e.malformed_calls for e in episodes)
+        print(f"{COMMAND}: warning: no episode of the first step made a tool call that could be read "
+              f"({len(episodes)} episodes, {unreadable} unreadable calls; replies read as {renderer.reader}): a "
+              "policy that writes calls in another format needs --response-template (docs/model-families.md)",
+              file=sys.stderr)
 
 
 def _report_errors(rolled: list[Group], step: int) -> None:

@@ -30,7 +30,7 @@ class Player:
         self.config = config
         self._pool, self._own_pool = pool, pool is None
         self._reward_fn = reward_fn
-        self._runner = self._renderer = self._user = self._tau2 = None
+        self._runner = self._renderer = self._user = self._tau2 = self._openenv = None
         self.rewards: list[float] = []
         self.turns: list[int] = []
         self.calls = self.malformed = self.errors = 0
@@ -60,9 +60,9 @@ class Player:
         config = self.config
         torch.manual_seed(config.seed)
         model, tokenizer = load_policy(config)
-        self._renderer = chat_renderer(tokenizer, config)
+        self._renderer = chat_renderer(tokenizer, config, model)
         engine = make_engine(config, model, tokenizer, self._renderer)
-        if self._pool is None:
+        if self._pool is None:  # (also for a batch of OpenEnv samples: a later batch may have code)
             self._pool = open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
                                            call_timeout_s=config.sandbox_call_timeout_s).__enter__()
         self._user = make_user_simulator(config, None)
@@ -70,13 +70,18 @@ class Player:
 
         self._tau2 = Tau2Pool(config.tau2_python, lazy=True)  # its worker starts at the first tau2 sample
         self._runner = EpisodeRunner(engine, self._renderer, self._pool, rollout_settings(config), self._reward_fn,
-                                     user_simulator=self._user, tau2=self._tau2)
+                                     user_simulator=self._user, tau2=self._tau2, openenv=self._openenv)
 
     def check(self, record: dict) -> None:
         """RecordError unless the sample can be played: its content, and a prompt within max_prompt_length."""
         from astra_grpo.data import check_rl_sample
+        from astra_grpo.environments import open_openenv_pool, plays_openenv
 
         check_rl_sample(record, self.config.reward)
+        if plays_openenv(record) and self._openenv is None:  # without the extra: said before a model loads
+            self._openenv = open_openenv_pool(self.config.openenv_timeout_s, f"{COMMAND} (environment.openenv)")
+            if self._runner is not None:
+                self._runner.openenv = self._openenv
         if self._runner is None:
             self._load()
         length = len(self._renderer.prompt_ids(record["messages"], record["tools"]))
@@ -111,6 +116,7 @@ class Player:
         return {"episodes": len(self.rewards), "reward mean": round(statistics.fmean(self.rewards), 4),
                 "turns mean": round(statistics.fmean(self.turns), 2),
                 "well-formed tool calls": f"{self.calls - self.malformed}/{self.calls}",
+                "replies read as": self._renderer.reader,
                 "re-tokenization mismatches": self._runner.retokenize_mismatches,
                 "episodes ended in an error": self.errors}
 

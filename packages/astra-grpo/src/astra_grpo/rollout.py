@@ -10,6 +10,7 @@ renders them and appended as tokens the loss does not see. An episode ends when
 - the next observation or turn would not fit in `max_response_length` tokens (`max_length`),
 - a tool call timed out (`env_timeout`): the episode keeps what it has,
 - the user simulator wrote a stop token (`user_stop`),
+- an OpenEnv environment said the episode is done (`env_done`, see `astra_grpo.openenv_sessions`),
 - anything went wrong that is not the policy's doing (`error`): the chat template cannot render the
   turn, a tool or its session crashed, the user simulator or the reward failed, or the reward is not
   a finite number. The episode keeps its tokens, its `error` says what happened, its group carries no
@@ -65,6 +66,7 @@ class Episode:
     malformed_calls: int = 0
     finish_reason: str | None = None
     last_stopped: bool = True         # the last turn ended with a stop token
+    last_stop: int | None = None      # that stop token
     reward: float = 0.0
     reward_components: dict = field(default_factory=dict)
     retokenize_match: bool | None = None
@@ -108,9 +110,10 @@ class EpisodeRunner:
     """Plays episodes with an engine against environment sessions from `pool`."""
 
     def __init__(self, engine: Engine, renderer: ChatRenderer, pool, settings: RolloutSettings,
-                 reward_fn: RewardFn | None = None, user_simulator=None, tau2=None):
+                 reward_fn: RewardFn | None = None, user_simulator=None, tau2=None, openenv=None):
         self.engine = engine
         self.tau2 = tau2  # astra_grpo.tau2.Tau2Pool for samples on tau2 domains (environment.tau2)
+        self.openenv = openenv  # astra_grpo.openenv_sessions.OpenEnvPool for OpenEnv servers (environment.openenv)
         self.user_simulator = user_simulator  # has .reply(user, messages, act) -> turn with .content, .stop, .device
         self.renderer = renderer
         self.pool = pool  # has .session(code, requirements) -> context manager of a session
@@ -184,12 +187,12 @@ class EpisodeRunner:
         """Append the turn; None when the episode ends without acting on it."""
         ids = generation.token_ids
         correction.record(episode, generation.logprobs, len(episode.token_ids))
+        reply = self.renderer.read_generation(ids, episode.token_ids, generation.stopped, episode.sample["tools"])
         episode.token_ids += ids
         episode.loss_mask += [1] * len(ids)
         episode.turns += 1
         episode.last_stopped = generation.stopped
-        text_ids = ids[:-1] if generation.stopped else ids
-        reply = self.renderer.parse(self.renderer.tokenizer.decode(text_ids, skip_special_tokens=False))
+        episode.last_stop = ids[-1] if generation.stopped and ids else None
         episode.messages.append(self.renderer.assistant_message(reply, episode.turns))
         episode.tool_calls += len(reply.calls) + len(reply.malformed)
         episode.malformed_calls += len(reply.malformed)
@@ -238,6 +241,7 @@ class EpisodeRunner:
         return messages, False
 
     def _observe(self, episode: Episode, observations: list[dict], timed_out: bool) -> None:
+        played = episode.messages[-1]  # the assistant turn the observations answer
         episode.messages += observations
         if timed_out:
             episode.finish_reason = "env_timeout"
@@ -245,10 +249,13 @@ class EpisodeRunner:
         if episode.user_stop is not None:
             episode.finish_reason = "user_stop"
             return
+        if getattr(episode.session, "done", False):  # an OpenEnv environment ended the episode
+            episode.finish_reason = "env_done"
+            return
         if episode.turns >= self.settings.max_turns:
             episode.finish_reason = "max_turns"
             return
-        ids = self.renderer.observation_ids(observations, episode.sample["tools"], episode.last_stopped)
+        ids = self.renderer.observation_ids(played, observations, episode.sample["tools"], episode.last_stop)
         if len(ids) + 1 > self._room(episode):
             episode.finish_reason = "max_length"
             return
@@ -272,11 +279,18 @@ class EpisodeRunner:
             raise RuntimeError(f"sample {episode.sample['id']} plays a tau2 domain but no tau2 pool was given")
         return self.tau2
 
+    def _openenv_pool(self, episode: Episode):
+        if self.openenv is None:
+            raise RuntimeError(f"sample {episode.sample['id']} plays an OpenEnv server but no OpenEnv pool was given")
+        return self.openenv
+
     def _session(self, episode: Episode, sessions: ExitStack):
         if episode.session is None:
             environment = episode.sample["environment"]
             if self._on_tau2(episode):
                 context = self._tau2_pool(episode).session(environment["tau2"])
+            elif "openenv" in environment:
+                context = self._openenv_pool(episode).session(environment["openenv"])
             else:
                 context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
             episode.session = context.__enter__()
@@ -309,6 +323,10 @@ class EpisodeRunner:
 
             return tau2_reward(self._tau2_pool(episode), episode.sample, episode.messages, episode.finish_reason,
                                episode.session)
+        if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "openenv":
+            from astra_grpo.openenv_sessions import openenv_reward
+
+            return openenv_reward(self._openenv_pool(episode), episode.sample, episode.messages, episode.session)
         state = None
         if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "state":
             state = self._state_of(episode)
@@ -328,10 +346,13 @@ class EpisodeRunner:
             return
         try:
             text = self.renderer.render(episode.messages[:last + 1], episode.sample["tools"])
+            closing, writes_stop = self.renderer.closing_ids(episode.messages[last], episode.sample["tools"],
+                                                             episode.last_stop)
         except TemplateError:
             return  # the template cannot render the episode as a whole: nothing to compare with
         expected = self.renderer.encode_text(text)
-        ours = episode.token_ids + self.renderer.closing_ids(episode.last_stopped)
+        # GLM writes no token after a finished conversation's last turn: the stop the policy generated is not there
+        ours = (episode.token_ids if writes_stop else episode.token_ids[:-1]) + closing
         episode.retokenize_match = ours == expected
         if episode.retokenize_match:
             return

@@ -91,7 +91,7 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
     records = load_records(files, "trajectory", skip_bad=skip_bad, rejects=rejects if accelerator.is_main_process else None)
     start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
-    renderer = chat_renderer(tokenizer, config)
+    renderer = chat_renderer(tokenizer, config, model)
     examples, dropped = build_examples(records, renderer, config)
     if accelerator.is_main_process:
         write_rejects(rejects, COMMAND, dropped)

@@ -7,7 +7,7 @@ from collections import Counter
 
 from astra_grpo.rollout import Episode, Group
 
-FINISH_REASONS = ("no_tool_call", "max_turns", "max_length", "env_timeout", "user_stop", "error")
+FINISH_REASONS = ("no_tool_call", "max_turns", "max_length", "env_timeout", "user_stop", "env_done", "error")
 
 
 def episode_stats(groups: list[Group], prefix: str) -> dict[str, float]:
@@ -24,6 +24,7 @@ def episode_stats(groups: list[Group], prefix: str) -> dict[str, float]:
         f"{prefix}/turns_mean": statistics.fmean(e.turns for e in episodes),
         f"{prefix}/turns_max": max(e.turns for e in episodes),
         f"{prefix}/tool_calls_mean": calls / len(episodes),
+        f"{prefix}/readable_calls_mean": (calls - malformed) / len(episodes),  # calls that ran
         f"{prefix}/format_validity": (calls - malformed) / calls if calls else None,
         f"{prefix}/response_tokens_mean": statistics.fmean(e.generated_tokens for e in episodes),
         f"{prefix}/sequence_tokens_mean": statistics.fmean(len(e.token_ids) for e in episodes),

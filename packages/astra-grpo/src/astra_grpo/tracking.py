@@ -107,8 +107,8 @@ class Metrics:
             shown = " ".join(f"{k}={clean[k]:.4g}" for k in self.headline if k in clean)
             print(f"step {step}: {shown}", file=sys.stderr, flush=True)
 
-    headline = ("loss", "reward/mean", "batch/reward_mean", "turns/mean", "valid_fraction", "grad_norm", "lr",
-                "tokens_per_s")
+    headline = ("loss", "reward/mean", "batch/reward_mean", "rollout/readable_calls_mean", "turns/mean",
+                "valid_fraction", "grad_norm", "lr", "tokens_per_s")
 
     def close(self) -> None:
         if self.trackers:

@@ -10,12 +10,14 @@ from importlib.resources import files
 
 import click
 from astra_core.command import stage_command
-from astra_core.options import report_errors, stage_options, stage_options_from
+from astra_core.config import config_options
+from astra_core.options import port_file_option, report_errors, stage_options, stage_options_from
 from astra_core.stage import Rejected, Stage
 
 from astra_qaenv import stages
 from astra_qaenv.build import BUILD_INPUT, build_environment
 from astra_qaenv.merge import merge_environment
+from astra_qaenv.serve_config import ServeConfig
 from astra_qaenv.synthesize import SynthesisConfig
 from astra_qaenv.validate import ValidationConfig, validate_instance
 from astra_qaenv.verify import Verifier
@@ -85,6 +87,53 @@ def stats_command(plots, **kwargs):
     if plots:
         for path in plot(summary, plots):
             click.echo(f"astra-qaenv stats: wrote {path}", err=True)
+
+
+@main.command("serve-openenv")
+@click.argument("samples", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0 picks a free port.")
+@port_file_option
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="YAML of the knobs below; flags override it.")
+@click.option("--skip-bad", is_flag=True, help="Skip samples that cannot be served (to --rejects) instead of stopping.")
+@click.option("--rejects", type=click.Path(dir_okay=False), help="Write skipped samples here with the reason.")
+@config_options(ServeConfig, exclude=("nsjail_path", "uid"))
+@report_errors
+def serve_openenv(samples, host, port, port_file, config_file, skip_bad, rejects, **kwargs):
+    """Serve rl_sample environments as an OpenEnv MCP environment (needs the `openenv` extra).
+
+    Each OpenEnv session plays one sample at a time in its own sandbox episode: `reset(sample_id=...)`,
+    `reset(index=...)` or `reset()` (the next in order) returns the prompt and tools in the observation's metadata;
+    the sample's tools are the session's MCP tools; a step with `Action(metadata={"answer": ...})` ends the episode
+    with our reward (F1 over the sub-tasks, or the state verifier) and its components in the metadata. Any OpenEnv
+    client drives it (`MCPToolClient`, TRL's GRPOTrainer, astra-grpo with `environment.openenv`)."""
+    from astra_core.config import ConfigError, load_config, pop_values
+    from astra_core.extras import require
+
+    values = pop_values(ServeConfig, kwargs)
+    try:
+        config = load_config(ServeConfig, config_file, values)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    require("openenv.core", extra="astra-qaenv[openenv]", needed_by="astra-qaenv serve-openenv")
+    from astra_sandbox import SandboxUnavailable
+
+    from astra_qaenv.openenv_server import CannotListen, listen, load_samples, serve
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"astra-qaenv serve-openenv: listening on {host}: anyone who can reach it runs sandboxed code "
+                   "here", err=True)
+    try:
+        sock = listen(host, port)
+    except CannotListen as exc:
+        raise click.ClickException(str(exc)) from None
+    with sock:
+        served = load_samples(samples, skip_bad=skip_bad, rejects=rejects)
+        try:
+            serve(served, config, sock, port_file)
+        except SandboxUnavailable as exc:
+            raise click.ClickException(f"the sandbox cannot run here: {exc}") from None
 
 
 @main.command("sample-data")

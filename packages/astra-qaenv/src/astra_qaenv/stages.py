@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from astra_core.command import side_output
 from astra_core.config import knob
 from astra_core.jsonl import dumps
 from astra_core.llm import LLMClient, LLMConfig, LLMError
@@ -174,6 +175,7 @@ def open_tool_pool(config: ExportCommandConfig, options: StageOptions, llm_confi
         yield pool
 
 
+@side_output  # (on Ray: written where the samples are, not by each actor)
 @contextlib.contextmanager
 def open_gold(config: ExportCommandConfig) -> Iterator[IO[bytes] | None]:
     if not config.gold_trajectories:

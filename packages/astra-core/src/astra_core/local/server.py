@@ -1,8 +1,13 @@
 """An OpenAI-compatible HTTP server for a local causal LM (default: the bundled SmolLM2-135M-Instruct).
 
-Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (with `tools` -> `tool_calls`
-via the Hermes <tool_call> format of `astra_core.chat_format`, `n`, `seed`, `stop`,
-`response_format`, `stream`). Binds to 127.0.0.1 by default.
+Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions (`tools` -> `tool_calls`, `n`, `seed`,
+`stop`, `response_format`, `stream`). Binds to 127.0.0.1 by default.
+
+Tools go the model's own way (`astra_core.local.model_chat`): a checkpoint whose chat template renders tools
+gets them through it, and its replies are read by its family's response template (reasoning as
+`reasoning_content`, calls with arguments typed by the tools' schemas); a template that knows no tools
+(SmolLM2's ChatML) gets them in the Hermes format of `astra_core.chat_format`. A template that renders calls
+no known response template reads is refused at start-up (`--response-template` names one).
 
     astra-core serve --port 8000            # then ASTRA_LLM_BASE_URL=http://127.0.0.1:8000/v1
 """
@@ -20,7 +25,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from astra_core.chat_format import parse_reply, to_template_messages
+from astra_core.chat_format import ParsedReply, parse_reply, to_template_messages
 from astra_core.http_server import (
     HTTPServer,
     announce_port,
@@ -30,7 +35,8 @@ from astra_core.http_server import (
     serve_until_stopped,
 )
 from astra_core.local.generation import GenerationJob, Generator, GuidedCall, GuidedJson, Sampling
-from astra_core.local.model import DEFAULT_MODEL_NAME, load_model
+from astra_core.local.model import DEFAULT_MODEL_NAME, ModelNotAvailable, load_model
+from astra_core.local.model_chat import ModelChat
 
 JSON_INSTRUCTION = "Reply with a single JSON value and nothing else."
 
@@ -43,22 +49,28 @@ class ChatService:
     """Turns OpenAI chat requests into generation jobs and completions into OpenAI responses."""
 
     def __init__(self, generator: Generator, model_name: str, *, max_tokens_cap: int = 2048,
-                 default_max_tokens: int = 512):
+                 default_max_tokens: int = 512, chat: ModelChat | None = None):
         self.generator = generator
         self.tokenizer = generator.tokenizer
         self.model_name = model_name
         self.max_tokens_cap = max_tokens_cap
         self.default_max_tokens = default_max_tokens
+        self.chat = chat or ModelChat(self.tokenizer, "hermes")
 
     def prompt_text(self, messages: list[dict], tools: list[dict] | None, response_format: dict | None) -> str:
-        templated = to_template_messages(messages, tools)
+        if self.chat.style == "template":
+            templated = self.chat.template_messages(messages, tools)
+        else:
+            templated = to_template_messages(messages, tools)
         if response_format and response_format.get("type") in ("json_object", "json_schema"):
             schema = (response_format.get("json_schema") or {}).get("schema")
             note = JSON_INSTRUCTION + (f" It must match this JSON schema: {json.dumps(schema)}" if schema else "")
             if templated and templated[0]["role"] == "system":
-                templated[0] = {"role": "system", "content": templated[0]["content"] + "\n\n" + note}
+                templated[0] = {**templated[0], "content": templated[0]["content"] + "\n\n" + note}
             else:
                 templated.insert(0, {"role": "system", "content": note})
+        if self.chat.style == "template":
+            return self.chat.render_raw(templated, tools, generation_prompt=True)
         return self.tokenizer.apply_chat_template(templated, add_generation_prompt=True, tokenize=False)
 
     @staticmethod
@@ -108,7 +120,9 @@ class ChatService:
         completions = self.generator.submit(job).result()
         stops = body.get("stop") or []
         stops = [stops] if isinstance(stops, str) else stops
-        choices = [self._choice(i, c.text, c.finish_reason, stops, bool(tools)) for i, c in enumerate(completions)]
+        read = self.chat.style == "template" and not isinstance(guided, GuidedCall)  # a guided call is Hermes
+        choices = [self._read_choice(i, c, stops, tools, text) if read else
+                   self._choice(i, c.text, c.finish_reason, stops, bool(tools)) for i, c in enumerate(completions)]
         completion_tokens = sum(len(c.token_ids) for c in completions)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
@@ -116,6 +130,22 @@ class ChatService:
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
                       "total_tokens": len(prompt) + completion_tokens},
         }
+
+    def _read_choice(self, index: int, completion, stops: list[str], tools: list[dict] | None, prompt: str) -> dict:
+        """A choice read by the model's own response template: its prose, reasoning and typed tool calls."""
+        text, finish = self.tokenizer.decode(completion.token_ids, skip_special_tokens=False), completion.finish_reason
+        for stop in stops:
+            if stop and stop in text:
+                text, finish = text[:text.index(stop)], "stop"
+        reading = self.chat.read(text, prompt, tools, stopped=finish == "stop")
+        message: dict = {"role": "assistant", "content": reading.content}
+        if reading.reasoning:
+            message["reasoning_content"] = reading.reasoning
+        if reading.calls and tools:
+            message["content"] = reading.content or None
+            message["tool_calls"] = ParsedReply(reading.content, reading.calls).openai_tool_calls()
+            finish = "tool_calls"
+        return {"index": index, "message": message, "finish_reason": finish}
 
     @staticmethod
     def _choice(index: int, text: str, finish: str, stops: list[str], with_tools: bool) -> dict:
@@ -244,9 +274,10 @@ def _stop_when_orphaned(httpd: HTTPServer, every_s: float = 1.0) -> None:
 
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, port_file: str | None = None,
           threads: int | None = None, max_batch: int = 8, prefix_cache_tokens: int = 16384,
-          max_tokens_cap: int = 2048, exit_with_parent: bool = False) -> None:
+          max_tokens_cap: int = 2048, exit_with_parent: bool = False, response_template: str | None = None) -> None:
     """Load the model and serve until interrupted. Writes the bound port to `port_file` once ready. With
-    `exit_with_parent`, it also stops when the process that started it ends, even by SIGKILL."""
+    `exit_with_parent`, it also stops when the process that started it ends, even by SIGKILL. `response_template`:
+    how replies are read (a response template file or a known format's name; default: the model's own)."""
     httpd = listen(host, port)  # a port in use is said before the model loads; requests wait in the backlog until then
     if exit_with_parent:
         _stop_when_orphaned(httpd)
@@ -259,12 +290,16 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 0, p
     except BaseException:
         httpd.server_close()
         raise
-    stop_ids = sorted({tokenizer.eos_token_id, *(tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>",)
-                                                  if t in tokenizer.get_vocab())})
+    try:
+        chat = ModelChat(tokenizer, response_template=response_template,
+                         generation_eos=getattr(lm.generation_config, "eos_token_id", None))
+    except ValueError as exc:  # a template whose calls cannot be read, or no chat template at all
+        httpd.server_close()
+        raise ModelNotAvailable(f"{model or DEFAULT_MODEL_NAME}: {exc}") from exc
     name = DEFAULT_MODEL_NAME if model is None else Path(model).name
-    service = ChatService(Generator(lm, tokenizer, max_batch=max_batch, stop_token_ids=stop_ids,
+    service = ChatService(Generator(lm, tokenizer, max_batch=max_batch, stop_token_ids=chat.stop_ids,
                                     prefix_cache_tokens=prefix_cache_tokens), name,
-                          max_tokens_cap=max_tokens_cap)
+                          max_tokens_cap=max_tokens_cap, chat=chat)
     httpd.RequestHandlerClass = make_handler(service)
     bound = httpd.server_address[1]
     if port_file:

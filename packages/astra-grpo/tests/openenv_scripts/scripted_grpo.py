@@ -1,0 +1,71 @@
+"""`astra-grpo ARGS...` (train or rollout, the real commands) with a scripted policy in place of generation.
+
+    python scripted_grpo.py POLICY astra-grpo-args...
+
+The engine replies from the prompt text (grpo_support.ScriptedEngine: tokenized replies ended with the stop token);
+the tiny random-init model still computes every log-prob and gradient. POLICY:
+- vault: a first turn alternates between asking the room's code and guessing one; the next opens the vault with the
+  code the observation gave; then it answers. Half the episodes open the vault (reward variance in every group);
+- plug: calls `pull_the_plug` (the server dies) on the prompt that asks for it, plays vault elsewhere;
+- gold: replays the gold trajectory whose question the prompt asks (GOLD env var: a trajectory JSONL), one
+  assistant turn per recorded turn.
+Runs under .venv-openenv.
+"""
+
+import itertools
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # astra-grpo's tests: grpo_support
+import astra_grpo.grpo  # noqa: E402
+from astra_grpo.cli import main  # noqa: E402
+from grpo_support import ScriptedEngine, assistant_turns  # noqa: E402
+
+_first_turns = itertools.count()
+
+
+def call(name: str, **arguments) -> str:
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+def vault(prompt: str) -> str:
+    turn = assistant_turns(prompt)
+    if turn == 0:
+        return call("get_code", room="blue" if "blue" in prompt else "red") if next(_first_turns) % 2 == 0 \
+            else call("open_vault", code="0000")
+    code = re.findall(r"is (\d+)\.", prompt)
+    return call("open_vault", code=code[-1]) if turn == 1 and code else "Done."
+
+
+def plug(prompt: str) -> str:
+    return call("pull_the_plug") if "plug" in prompt and assistant_turns(prompt) == 0 else vault(prompt)
+
+
+def gold_policy():
+    trajectories = [json.loads(line) for line in open(os.environ["GOLD"]) if line.strip()]
+    turns = {t["messages"][1]["content"]: [m for m in t["messages"] if m["role"] == "assistant"] for t in trajectories}
+
+    def reply(prompt: str) -> str:
+        question = next(q for q in turns if q in prompt)
+        message = turns[question][min(assistant_turns(prompt), len(turns[question]) - 1)]
+        calls = [call(c["function"]["name"], **json.loads(c["function"]["arguments"]))
+                 for c in message.get("tool_calls") or []]
+        return "\n".join(calls) if calls else message["content"]
+
+    return reply
+
+
+def main_with(policy) -> None:
+    def make_engine(config, policy_model, tokenizer, renderer):
+        return ScriptedEngine(tokenizer, policy, renderer.stop_ids[0])
+
+    astra_grpo.grpo.make_engine = make_engine
+    main(sys.argv[2:], prog_name="astra-grpo")
+
+
+if __name__ == "__main__":
+    chosen = sys.argv[1]
+    main_with({"vault": vault, "plug": plug}.get(chosen) or gold_policy())
