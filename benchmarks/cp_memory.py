@@ -73,7 +73,7 @@ def worker(cp: int, length: int) -> None:
         ids = torch.randint(3, config.vocab_size, (tokens,), generator=generator).tolist()
         batch = collate([ids], [[1] * tokens], pad_id=0)
         logprobs, _ = token_logprobs(model, batch)
-        mask = batch["loss_mask"]
+        mask = batch.loss_mask
         loss = objective_share(sft_token_loss(logprobs), mask, "token", float(mask.sum()), 1)
         (loss * cp).backward()  # DDP averages over the cp processes; their gradients are partial sums
         optimizer.step()

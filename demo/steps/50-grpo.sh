@@ -47,7 +47,8 @@ assert same"
 
 # 2. GRPO from the SFT weights: 1 prompt x 4 rollouts per step, every rollout written as a record (a group
 #    without reward variance is discarded by Adaptive Batch Filling; at its round cap the batch is topped up);
-#    the full training state is saved at the last step (resume with --resume).
+#    the full training state is saved at the last step (resume with --resume). The update lays each group out as
+#    a prefix tree (layout: tree, the default): its prompt is forwarded once for its 4 episodes.
 astra-grpo train "$G/rl_data.jsonl" --config grpo_tiny_cpu.yaml --model "$G/sft/final" --output-dir "$G/train" \
   --batch-size 1 --group-size 4 --mini-batch-size 1 --micro-batch-size 4 --max-steps 2 --max-turns 2 \
   --max-new-tokens 64 --max-response-length 512 --abf-max-rounds 1 --learning-rate 1e-5 --save-state-steps 2 --keep-last-states 1 \
@@ -65,7 +66,9 @@ g = sys.argv[1]
 steps = [json.loads(l) for l in open(f"{g}/train/metrics.jsonl")]
 for s in steps:
     print(f"grpo: step {s['step']}: reward {s['rollout/reward_mean']:.3f}, turns {s['rollout/turns_mean']:.2f}, "
-          f"valid groups {s['valid_fraction']:.2f} in {int(s['abf/rounds'])} round(s), loss {s['loss']:.4f}")
+          f"valid groups {s['valid_fraction']:.2f} in {int(s['abf/rounds'])} round(s), loss {s['loss']:.4f}, "
+          f"grad norm {s['grad_norm']:.3f}; the update forwarded {s['update_forwarded_tokens']:.0f} tokens for the "
+          f"episodes' {s['update_tokens']:.0f} (each group's prompt once: layout tree)")
 rollouts = [json.loads(l) for l in open(f"{g}/rollouts.jsonl")]
 print(f"grpo: replayed {len(rollouts)} episodes with the trained policy; finish reasons:",
       sorted({r['finish_reason'] for r in rollouts}))

@@ -4,13 +4,13 @@
     cp_worker.py OUT_DIR --updates-only               the trainer updates only (the DeepSpeed runs)
 
 1. Mechanism, CP=2 (one CP group): logits, per-token log-probs, the loss and every parameter
-   gradient of an SFT and a GRPO micro-batch, for tiny Llama / Qwen2 / Qwen3 models (GQA, padding,
-   kv heads repeated), with and without gradient checkpointing, and through the FlashAttention
-   branch (its kernel replaced by an SDPA stand-in: no FlashAttention on CPU); packed rows. The
+   gradient of an SFT and a GRPO micro-batch in padded and tree layouts, for tiny Llama / Qwen2 / Qwen3
+   models (GQA, padding, kv heads repeated), with and without gradient checkpointing, and through the
+   FlashAttention branches (its kernel replaced by an SDPA stand-in: no FlashAttention on CPU). The
    model is not wrapped, so each rank's gradient is its partial sum: they are summed here.
 2. The trainers' update functions with plain SGD (lr 1) on the same global batches, once as
-   DP=2 x CP=1 and once as DP=1 x CP=2 (gradient accumulation, padding, mini-batches, passes with
-   old log-probs computed under CP).
+   DP=2 x CP=1 and once as DP=1 x CP=2 (gradient accumulation, every layout, micro-batches by count and
+   by a token budget, mini-batches, passes with old log-probs computed under CP).
 3. A short `train_sft` run with context_parallel_size=2 (the trainer enables the attention itself).
 
 Process 0 saves everything; the tests compare it with one process (CP=1) and per-token references.
@@ -24,41 +24,43 @@ import torch
 import torch.distributed as dist
 from astra_grpo.config import GRPOConfig, SFTConfig, load_config
 from astra_grpo.context_parallel.attention import CPAttention, enable
-from astra_grpo.context_parallel.forward import shard
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.grpo import _update as grpo_update
+from astra_grpo.layout_attention import LayoutForward, kernel_of, layout_forward, path_for
 from astra_grpo.runtime import data_parallel_size, full_weights, make_accelerator
 from astra_grpo.sft import _update as sft_update
 from astra_grpo.sft import train_sft
 from cp_support import (
+    BATCHES,
     FAMILIES,
     GRPO_UPDATES,
+    LAYOUTS,
     SFT_EXAMPLES,
     SFT_UPDATES,
     cp_model,
     flash_stand_in,
     flat,
-    grpo_batch,
     grpo_groups,
     loss_and_grads,
-    packed_batch,
-    sft_batch,
 )
 
 UPDATE_FAMILIES = ("llama", "qwen3")
 VARIANTS = [*(f"{family}{suffix}" for family in FAMILIES for suffix in ("", "-ckpt")), "llama-fa2"]
 
 
-def sharded_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Every position's logits, each rank computing its slice, gathered: [B, T, V]."""
+def sharded_logits(model, batch) -> torch.Tensor:
+    """Every row position's logits, each rank computing its slice, gathered: [R, W, V]."""
     grid = current_grid()
-    local = shard(batch, grid.cp_size, grid.cp_rank)
-    with torch.no_grad():
-        logits = model(input_ids=local["input_ids"], position_ids=local["position_ids"], use_cache=False,
-                       astra_cp=CPAttention(grid.cp_group, grid.cp_size, grid.cp_rank)).logits
+    part = batch.part(grid.cp_size, grid.cp_rank)
+    extra = {"astra_cp": CPAttention(grid.cp_group, grid.cp_size, grid.cp_rank)}
+    if part.nodes is not None:
+        kernel = kernel_of(model)
+        extra["astra_layout"] = LayoutForward(part.nodes, path_for(kernel, "auto"), kernel)
+    with torch.no_grad(), layout_forward():
+        logits = model(input_ids=part.input_ids, position_ids=part.position_ids, use_cache=False, **extra).logits
     parts = [torch.empty_like(logits) for _ in range(grid.cp_size)]
     dist.all_gather(parts, logits.contiguous(), group=grid.cp_group)
-    return torch.cat(parts, dim=1)[:, :batch["input_ids"].shape[1]]
+    return torch.cat(parts, dim=1)[:, :batch.input_ids.shape[1]]
 
 
 def mechanism_model(variant: str):
@@ -83,14 +85,13 @@ def mechanism(out: Path) -> None:
     results = {}
     for variant in VARIANTS:
         model = mechanism_model(variant)
-        batches = {"sft": sft_batch, "grpo": grpo_batch, "packed": packed_batch}
-        results[variant] = {"logits": {name: sharded_logits(model, make()) for name, make in batches.items()
-                                       if not (name == "packed" and variant.endswith("fa2"))}}
+        results[variant] = {"logits": {name: sharded_logits(model, make()) for name, make in BATCHES.items()}}
         for kind in ("sft", "grpo"):
-            result = loss_and_grads(model, kind)
-            for grad in result["grads"].values():
-                dist.all_reduce(grad, group=current_grid().cp_group)  # partial gradients add up
-            results[variant][kind] = result
+            for layout in LAYOUTS:
+                result = loss_and_grads(model, kind, layout)
+                for grad in result["grads"].values():
+                    dist.all_reduce(grad, group=current_grid().cp_group)  # partial gradients add up
+                results[variant][f"{kind}-{layout}"] = result
     if dist.get_rank() == 0:
         torch.save(results, out / "mechanism.pt")
 

@@ -113,17 +113,26 @@ def assistant_turns(prompt_text: str) -> int:
 
 # -- synthetic GRPO batches and the reference objective -------------------------------------------
 
-def synthetic_groups(n_groups: int, group_size: int, vocab: int, seed: int = 0) -> list[Group]:
-    """Groups of multi-turn-looking episodes: a prompt, then generated spans separated by observations."""
+def synthetic_groups(n_groups: int, group_size: int, vocab: int, seed: int = 0,
+                     shared_prompt: bool = False) -> list[Group]:
+    """Groups of multi-turn-looking episodes: a prompt, then generated spans separated by observations.
+    `shared_prompt`: as in real GRPO groups, a group's episodes start with the same prompt (and now and then
+    the same first reply), so a tree layout shares it."""
     rng = random.Random(seed)
     groups = []
     for g in range(n_groups):
         sample = {"id": f"s{g}"}
         episodes = []
+        if shared_prompt:
+            common = [rng.randrange(3, vocab) for _ in range(rng.randint(3, 8))]
+            first_reply = [rng.randrange(3, vocab) for _ in range(rng.randint(1, 4))]
         for member in range(group_size):
-            prompt = rng.randint(3, 8)
-            ids = [rng.randrange(3, vocab) for _ in range(prompt)]
+            prompt = len(common) if shared_prompt else rng.randint(3, 8)
+            ids = list(common) if shared_prompt else [rng.randrange(3, vocab) for _ in range(prompt)]
             mask = [0] * prompt
+            if shared_prompt and member % 2:
+                ids += first_reply
+                mask += [1] * len(first_reply)
             for _turn in range(rng.randint(1, 3)):
                 generated = rng.randint(1, 6)
                 ids += [rng.randrange(3, vocab) for _ in range(generated)]

@@ -14,7 +14,9 @@ def test_defaults_are_the_papers():
     assert grpo.reward == "sample" and grpo.lr_scheduler == "constant"
     sft = SFTConfig()
     assert (sft.num_epochs, sft.max_length, sft.batch_size, sft.learning_rate) == (2.0, 20480, 32, 5e-6)
-    assert (sft.lr_scheduler, sft.warmup_ratio, sft.packing) == ("cosine", 0.05, False)
+    assert (sft.lr_scheduler, sft.warmup_ratio, sft.layout, sft.max_tokens_per_microbatch) == ("cosine", 0.05, "tree",
+                                                                                                None)
+    assert (grpo.layout, grpo.tree_scope, grpo.layout_attention) == ("tree", "group", "auto")
     assert sft.keep_last_states == 2
 
 
@@ -71,8 +73,10 @@ def test_unknown_fields_are_refused(tmp_path):
     path.write_text("use_wandb: true\n")  # nothing like it: no guess
     with pytest.raises(ConfigError, match="'use_wandb' for GRPOConfig$"):
         load_config(GRPOConfig, path)
-    with pytest.raises(ConfigError, match="packing is not implemented"):
+    with pytest.raises(ConfigError, match="'packing' for SFTConfig"):  # the old switch: `layout` says it now
         load_config(SFTConfig, None, {"packing": True})
+    with pytest.raises(ConfigError, match="layout"):
+        load_config(SFTConfig, None, {"layout": "dense"})
 
 
 def test_accumulation_steps_need_an_even_split():

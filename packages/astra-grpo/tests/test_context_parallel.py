@@ -1,31 +1,30 @@
 """Ulysses context parallelism on 2 CPU processes (gloo, launched once with the bundled accelerate config):
-logits, log-probs, loss and every parameter gradient under CP=2 equal CP=1, for SFT and GRPO batches,
-tiny Llama / Qwen2 / Qwen3 models (GQA, kv heads repeated), padding, packed rows, gradient
-checkpointing, the FlashAttention branch (with an SDPA stand-in for the kernel); the
+logits, log-probs, loss and every parameter gradient under CP=2 equal CP=1 dense, for SFT and GRPO batches
+in padded and tree layouts, tiny Llama / Qwen2 / Qwen3 models (GQA, kv heads repeated), gradient
+checkpointing, the FlashAttention branches (with an SDPA stand-in for the kernel); the
 trainers' updates under DP=1 x CP=2 equal DP=2 x CP=1 and the per-token reference (gradient
 accumulation, mini-batches, passes with old log-probs); an SFT run with CP=2 matches one process."""
 
 import pytest
 import torch
 from cp_support import (
+    BATCHES,
     GRPO_UPDATES,
+    LAYOUTS,
     SFT_UPDATES,
     cp_model,
     flat,
-    grpo_batch,
     loss_and_grads,
-    packed_batch,
+    real_positions,
     reference_grpo_update,
     reference_logits,
     reference_sft_update,
-    sft_batch,
     sft_tokens,
 )
 from cp_worker import UPDATE_FAMILIES, VARIANTS
 from test_data_parallel import assert_sft_run_matches_one_process, launch_worker, trajectories
 
-BATCHES = {"sft": sft_batch, "grpo": grpo_batch, "packed": packed_batch}
-LOGITS = [(v, b) for v in VARIANTS for b in BATCHES if not (b == "packed" and v.endswith("fa2"))]
+LOGITS = [(v, b) for v in VARIANTS for b in BATCHES]
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +44,17 @@ def mechanism(cp_run):
 def test_logits_under_cp2_equal_cp1(variant, batch, mechanism):
     expected = reference_logits(cp_model(variant.partition("-")[0]), BATCHES[batch]())
     got = mechanism[variant]["logits"][batch]
-    real = BATCHES[batch]()["attention_mask"].bool()  # padding positions are nobody's prediction
+    real = real_positions(BATCHES[batch]())  # padding positions are nobody's prediction
     assert got.shape == expected.shape
     torch.testing.assert_close(got[real], expected[real], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kind", ["sft", "grpo"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_loss_and_every_gradient_under_cp2_equal_cp1(variant, kind, mechanism):
-    expected = loss_and_grads(cp_model(variant.partition("-")[0]), kind)
-    got = mechanism[variant][kind]
+def test_loss_and_every_gradient_under_cp2_equal_cp1(variant, kind, layout, mechanism):
+    expected = loss_and_grads(cp_model(variant.partition("-")[0]), kind, "padded")  # CP=1, dense
+    got = mechanism[variant][f"{kind}-{layout}"]
     torch.testing.assert_close(got["logprobs"], expected["logprobs"], rtol=1e-5, atol=1e-5)
     assert got["loss"].item() == pytest.approx(expected["loss"].item(), rel=1e-5)
     assert set(got["grads"]) == set(expected["grads"])

@@ -1,17 +1,17 @@
 """Context parallelism in one process: configuration errors that name the field, the process-grid
-shape, sequence sharding and padding, packed-sequence masks, and that a model switched to the Ulysses
-attention behaves exactly as before outside a CP forward (generation with left padding included)."""
+shape, how padded and tree rows are cut into CP slices, packed-sequence masks, and that a model switched
+to the Ulysses attention behaves exactly as before outside a CP forward (generation with left padding
+included)."""
 
 import pytest
 import torch
 from astra_grpo.cli import main
 from astra_grpo.config import ConfigError, GRPOConfig, SFTConfig, load_config
 from astra_grpo.context_parallel.attention import _packed_causal_mask, _shardable_heads, enable, is_enabled
-from astra_grpo.context_parallel.forward import shard, sharded_token_logprobs
 from astra_grpo.context_parallel.grid import ProcessGrid, grid_shape
-from astra_grpo.logprobs import collate
+from astra_grpo.logprobs import token_logprobs
 from click.testing import CliRunner
-from cp_support import cp_model, sft_batch
+from cp_support import cp_model, sft_batch, tree_batch
 
 
 @pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
@@ -86,27 +86,34 @@ def test_an_enabled_model_is_unchanged_outside_a_cp_forward():
     assert torch.equal(switched.generate(ids, **settings), plain.generate(ids, **settings))
 
 
-def test_shard_pads_to_a_multiple_and_keeps_predictions_across_the_cut():
+def test_parts_pad_to_a_multiple_and_keep_predictions_across_the_cut():
     batch = sft_batch()  # 9 columns
-    parts = [shard(batch, 2, rank) for rank in (0, 1)]
-    assert [p["input_ids"].shape[1] for p in parts] == [5, 5]
-    ids = torch.cat([p["input_ids"] for p in parts], dim=1)
-    positions = torch.cat([p["position_ids"] for p in parts], dim=1)
-    predicting = torch.cat([p["predicting"] for p in parts], dim=1)
-    targets = torch.cat([p["targets"] for p in parts], dim=1)
-    assert torch.equal(ids[:, :9], batch["input_ids"]) and (ids[:, 9] == 0).all()
+    parts = [batch.part(2, rank) for rank in (0, 1)]
+    assert [p.input_ids.shape[1] for p in parts] == [5, 5]
+    ids = torch.cat([p.input_ids for p in parts], dim=1)
+    positions = torch.cat([p.position_ids for p in parts], dim=1)
+    predicting = torch.cat([p.predicting for p in parts], dim=1)
+    assert torch.equal(ids[:, :9], batch.input_ids) and (ids[:, 9] == 0).all()
     assert torch.equal(positions, torch.arange(10).expand(3, 10))  # the pad column continues the positions
-    mask = batch["loss_mask"] > 0
+    mask = batch.loss_mask > 0
     assert torch.equal(predicting[:, :8], mask[:, 1:]) and not predicting[:, 8:].any()
-    assert torch.equal(targets[predicting], batch["input_ids"][mask])
     assert predicting[2, 4]  # position 4 (last of rank 0's slice) predicts token 5 (rank 1's)
+    # every loss token is computed by exactly one rank, and its target is the sequence's token
+    assert sorted(torch.cat([p.pairs for p in parts]).tolist()) == list(range(int(mask.sum())))
+    assert parts[0].owner_counts == [len(parts[0].pairs), len(parts[1].pairs)]
+    for part in parts:
+        assert torch.equal(part.pair_target, batch.input_ids[mask][part.pairs])
 
 
-def test_shard_refuses_left_padding():
-    batch = collate([[5, 9, 17], [8, 2]], [[0, 1, 1], [0, 1]], pad_id=0)
-    batch["attention_mask"] = batch["attention_mask"].flip(1)
-    with pytest.raises(ValueError, match="right-padded"):
-        shard(batch, 2, 0)
+def test_a_tree_row_is_cut_like_any_row_and_its_filler_is_a_node_of_its_own():
+    batch = tree_batch()
+    width = batch.input_ids.shape[1]
+    parts = [batch.part(4, rank) for rank in range(4)]
+    padded = 4 * parts[0].input_ids.shape[1]
+    assert padded >= width and padded - width < 4
+    nodes = parts[0].nodes
+    assert nodes.width == padded and nodes.spans[-1] == (width, padded) and nodes.keys[-1] == [(width, padded)]
+    assert sum(len(p.pairs) for p in parts) == int(batch.loss_mask.sum())
 
 
 def test_packed_rows_get_a_block_causal_mask():
@@ -117,10 +124,13 @@ def test_packed_rows_get_a_block_causal_mask():
     assert torch.equal(mask, expected)
 
 
-def test_cp_forward_needs_the_ulysses_attention():
+def test_cp_forward_needs_the_ulysses_attention(monkeypatch):
+    import astra_grpo.logprobs
+
     grid = ProcessGrid(world_size=2, dp_size=1, cp_size=2, dp_rank=0, cp_rank=0)
+    monkeypatch.setattr(astra_grpo.logprobs, "current_grid", lambda: grid)
     with pytest.raises(RuntimeError, match="enable"):
-        sharded_token_logprobs(cp_model("llama"), sft_batch(), grid)
+        token_logprobs(cp_model("llama"), sft_batch())
 
 
 def test_rollout_shares_come_back_in_order_even_when_some_processes_have_none():

@@ -14,12 +14,11 @@ import torch
 from astra_grpo.cli import bundled_configs
 from astra_grpo.config import SFTConfig, load_config
 from astra_grpo.sft import train_sft
-from dp_worker import GRPO_CASES, SFT_EXAMPLES, VOCAB, small_model
+from dp_worker import GRPO_CASES, LAYOUT_CASES, LAYOUT_SHAPES, SFT_CASES, SFT_EXAMPLES, groups, small_model
 from grpo_support import (
     flat_params,
     reference_grpo_updates,
     reference_sft_loss,
-    synthetic_groups,
 )
 
 HERE = Path(__file__).parent
@@ -66,7 +65,7 @@ def two_process_run(tmp_path_factory, tiny_llama):
 def reference_grpo(case: str) -> torch.Tensor:
     """The same SGD updates with per-token loops over the whole global batch, in this process."""
     overrides, lr = GRPO_CASES[case]
-    return reference_grpo_updates(small_model(), synthetic_groups(4, 4, VOCAB, seed=5), overrides, lr)
+    return reference_grpo_updates(small_model(), groups(), overrides, lr)
 
 
 @pytest.mark.parametrize("case", list(GRPO_CASES))
@@ -81,17 +80,39 @@ def test_grpo_update_on_two_processes_equals_reference(case, two_process_run):
     torch.testing.assert_close(result["params"], expected, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", ["token", "sequence"])
+@pytest.mark.parametrize("mode", list(SFT_CASES))
 def test_sft_update_on_two_processes_equals_reference(mode, two_process_run):
     out, _ = two_process_run
     result = torch.load(out / f"sft_{mode}.pt")
     model = small_model()
     before = flat_params(model)
-    loss = reference_sft_loss(model, SFT_EXAMPLES, mode)
+    loss = reference_sft_loss(model, SFT_EXAMPLES, SFT_CASES[mode]["loss_average"])
     loss.backward()
     gradient = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
     torch.testing.assert_close(before - result["params"], gradient, rtol=1e-4, atol=1e-7)
     assert result["metrics"]["loss"] == pytest.approx(loss.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("case", list(LAYOUT_CASES))
+@pytest.mark.parametrize("shape", range(len(LAYOUT_SHAPES)))
+def test_layouts_on_two_processes_equal_the_padded_update_on_one(shape, case, two_process_run, fresh_accelerate_state):
+    """Random groups in packed and tree layouts (by count and by token budget: the processes agree on how many
+    micro-batches) on 2 processes: every parameter's gradient and the loss of GRPO and SFT equal the dense
+    padded update of the whole batch in one process."""
+    from layout_support import random_groups, run_grpo_update, run_sft_update, sft_examples
+
+    result = torch.load(two_process_run[0] / f"layout_{shape}_{case}.pt")
+    groups = random_groups(LAYOUT_SHAPES[shape])
+    averaging = LAYOUT_CASES[case]["loss_average"]
+    metrics, params = run_grpo_update(groups, {"layout": "padded", "micro_batch_size": len(groups[0].episodes),
+                                               "loss_average": averaging})
+    torch.testing.assert_close(result["params"], params, rtol=1e-4, atol=1e-6)
+    assert result["metrics"]["loss"] == pytest.approx(metrics["loss"], rel=1e-5, abs=1e-7)
+    examples = sft_examples(groups)
+    sft_metrics, sft_params = run_sft_update(examples[:len(examples) // 2 * 2], {"layout": "padded",
+                                                                                  "loss_average": averaging})
+    torch.testing.assert_close(result["sft_params"], sft_params, rtol=1e-4, atol=1e-6)
+    assert result["sft_metrics"]["loss"] == pytest.approx(sft_metrics["loss"], rel=1e-5)
 
 
 def test_sft_run_on_two_processes_matches_one_process(two_process_run, tiny_llama, tmp_path, fresh_accelerate_state):

@@ -6,8 +6,8 @@ and deepspeed imports are heavy; the default run covers the same update with pla
 
 import pytest
 import torch
-from dp_worker import GRPO_CASES, VOCAB, small_model
-from grpo_support import flat_params, reference_grpo_updates, synthetic_groups
+from dp_worker import GRPO_CASES, groups, small_model
+from grpo_support import flat_params, reference_grpo_updates
 from test_data_parallel import launch_worker, reference_grpo
 
 
@@ -52,8 +52,8 @@ def test_zero3_kl_reference_is_sharded_and_the_update_equals_reference(zero3_run
     held = zero3_run["reference_held"]
     assert held["materialized"] == 0 and 0 < held["shard"] <= held["whole"] / 2 + 64  # half of it on each process
     assert zero3_run["metrics"]["kl"] > 0  # the policy moved away from the reference within the step
-    expected = reference_grpo_updates(small_model(), synthetic_groups(4, 4, VOCAB, seed=5), KL_CASE)
-    without_kl = reference_grpo_updates(small_model(), synthetic_groups(4, 4, VOCAB, seed=5), {**KL_CASE, "kl_coef": 0})
+    expected = reference_grpo_updates(small_model(), groups(), KL_CASE)
+    without_kl = reference_grpo_updates(small_model(), groups(), {**KL_CASE, "kl_coef": 0})
     assert (expected - without_kl).abs().max() > 1e-5  # the penalty changes the update: the test can see it ignored
     torch.testing.assert_close(zero3_run["params"], expected, rtol=1e-4, atol=1e-6)
 

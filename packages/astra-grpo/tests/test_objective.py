@@ -63,7 +63,7 @@ def test_token_logprobs_match_a_per_position_softmax_with_padding(logits_kept, m
             value = logprobs[row, t].item()
             assert value == pytest.approx(expected[t - 1].item(), abs=1e-5) if mask[t] else value == 0.0
         assert entropies[row, len(ids):].abs().sum() == 0
-    assert (entropies[batch["loss_mask"] > 0] > 0).all()
+    assert (entropies[batch.loss_mask > 0] > 0).all()
 
 
 def test_group_advantages_are_group_relative():

@@ -28,8 +28,8 @@ from astra_grpo.runtime import (
     sharded_reference,
     world_size,
 )
-from dp_worker import VOCAB, small_model
-from grpo_support import flat_params, load_tokenizer, synthetic_groups
+from dp_worker import groups, small_model
+from grpo_support import flat_params, load_tokenizer
 
 # 4 groups of 4 in 2 mini-batches over 2 processes, micro-batches of 2: 2 accumulation steps per update
 KL_CASE = dict(group_size=4, batch_size=4, mini_batch_size=2, micro_batch_size=2, loss_average="token",
@@ -67,7 +67,7 @@ def kl_update(accelerator, prepared, optimizer, config: GRPOConfig, accumulation
             "shard": sum(p.ds_tensor.numel() for p in reference.module.parameters()),  # this process's part
             "whole": sum(p.ds_numel for p in reference.module.parameters())}
     metrics = grpo_update(config, accelerator, prepared, reference, optimizer, scheduler,
-                          synthetic_groups(4, 4, VOCAB, seed=5), 0, accelerator.num_processes,
+                          groups(), 0, accelerator.num_processes,
                           accelerator.process_index, accumulation)
     policy = accelerator.unwrap_model(prepared)
     with torch.no_grad(), deepspeed.zero.GatheredParameters(list(policy.parameters()), modifier_rank=None):

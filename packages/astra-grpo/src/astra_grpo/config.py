@@ -22,6 +22,10 @@ __all__ = ["ConfigError", "GRPOConfig", "RolloutConfig", "SFTConfig", "TrainConf
 
 # Attention kernels the Ulysses context-parallel attention can wrap (context_parallel/attention.py).
 CP_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4")
+# How a micro-batch's sequences are laid out (layout.py) and how packed and tree rows are attended
+# (layout_attention.py): named here, where `--help` reads them without importing torch.
+LAYOUTS = ("tree", "packed", "padded")
+LAYOUT_ATTENTION = ("auto", "sdpa", "flex", "flash")
 
 
 @dataclass
@@ -74,7 +78,22 @@ class TrainConfig:
                                  minimum=1)
     num_epochs: float = knob(1.0, "Passes over the data when max_steps is not set.")
     micro_batch_size: int = knob(1, "Sequences per forward/backward on one process; gradient accumulation "
-                                    "makes up the rest of the batch.", minimum=1)
+                                    "makes up the rest of the batch. Unused with max_tokens_per_microbatch.",
+                                 minimum=1)
+    max_tokens_per_microbatch: int | None = knob(
+        None, "Fill each micro-batch with as many sequences as fit in this many forwarded tokens (a shared prefix "
+              "counted once, padding counted) instead of micro_batch_size sequences; a longer sequence gets one of "
+              "its own. Every process runs as many micro-batches (the most any of them needs).", minimum=1)
+    layout: str = knob("tree", "How a micro-batch's sequences are laid out for the update (the same log-probs, loss "
+                               "and gradients): tree (end to end, a prefix several sequences share forwarded once: "
+                               "a GRPO group's prompt) | packed (end to end without padding) | padded (a right-padded "
+                               "row per sequence: dense). A model whose attention cannot take packed rows (sliding "
+                               "windows, recurrent layers) runs padded, said once.", choices=LAYOUTS)
+    layout_attention: str = knob("auto", "Attention over packed and tree rows: auto (from attn_implementation: "
+                                         "flash_attention_N -> flash, flex_attention -> flex, else sdpa) | sdpa (a call "
+                                         "per tree node, CPU and GPU) | flex (FlexAttention with a block mask; its "
+                                         "backward needs a GPU) | flash (FlashAttention varlen, attn_implementation "
+                                         "flash_attention_N).", choices=LAYOUT_ATTENTION)
 
     save_weights_steps: int = knob(50, "Save the model weights (HF format) every this many steps (0: only at the end).",
                                    minimum=0)
@@ -110,8 +129,8 @@ class TrainConfig:
 class SFTConfig(TrainConfig):
     """Supervised fine-tuning on multi-turn tool-use trajectories (paper section 3.2.1).
 
-    Defaults are the paper's Qwen3-14B settings: 2 epochs, 20k-token sequences without packing,
-    global batch 32, lr 5e-6 (2e-6 for 32B), cosine schedule with 5% warmup, loss on assistant
+    Defaults are the paper's Qwen3-14B settings: 2 epochs, 20k-token sequences (each its own: a packed
+    or tree layout never lets one attend to another), global batch 32, lr 5e-6 (2e-6 for 32B), cosine schedule with 5% warmup, loss on assistant
     tokens only.
     """
 
@@ -123,18 +142,13 @@ class SFTConfig(TrainConfig):
     num_epochs: float = knob(2.0, "Passes over the trajectories (paper: 2).")
     batch_size: int = knob(32, "Global batch: sequences per optimizer step over all processes (paper: 32).",
                            minimum=1)
-    max_length: int = knob(20480, "Longest sequence in tokens (paper: 20k, no packing).", minimum=16)
+    max_length: int = knob(20480, "Longest sequence in tokens (paper: 20k).", minimum=16)
     overlong: str = knob("truncate", "What to do with a longer trajectory: truncate (keep the first max_length "
                                      "tokens) | drop (skip it, counted in the log).",
                          choices=("truncate", "drop"))
-    packing: bool = knob(False, "Pack several trajectories into one sequence (the paper does not).")
     loss_average: str = knob("token", "token: mean over every assistant token of the global batch | "
                                       "sequence: mean over sequences of each sequence's token mean.",
                              choices=("token", "sequence"))
-
-    def validate(self) -> None:
-        super().validate()
-        _check(not self.packing, "packing", "packing is not implemented; the paper trains without it")
 
 @dataclass
 class GRPOConfig(TrainConfig):
@@ -153,6 +167,9 @@ class GRPOConfig(TrainConfig):
     mini_batch_size: int = knob(256, "Groups per optimizer update; batch_size/mini_batch_size updates per "
                                      "pass (paper: 256, i.e. one update per batch).", minimum=1)
     num_iterations: int = knob(1, "Passes over each batch (PPO epochs); >1 reuses old log-probs.", minimum=1)
+    tree_scope: str = knob("group", "Which sequences a tree layout lets share a prefix: group (the episodes of one "
+                                    "GRPO group: their prompt) | all (any sequences of a micro-batch, e.g. a system "
+                                    "prompt common to several groups).", choices=("group", "all"))
 
     # -- objective (Eq. 32) --------------------------------------------------------------------
     clip_eps_low: float = knob(0.2, "Lower clip range: ratio >= 1 - eps_low.", minimum=0)

@@ -46,12 +46,14 @@ from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Sampling, correction
 from astra_grpo.environments import open_openenv_pool, open_sandbox_pool, plays_openenv, runs_code
-from astra_grpo.logprobs import collate, pad_token_values, token_logprobs, trainable_tokens
+from astra_grpo.layout import Layout, plan
+from astra_grpo.layout_attention import usable_layout
+from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, group_advantages, objective_share, policy_terms
 from astra_grpo.preemption import Stopped, StopSignals
 from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
 from astra_grpo.runtime import (
-    chunks,
+    agreed_counts,
     data_parallel_size,
     frozen,
     full_weights,
@@ -64,6 +66,7 @@ from astra_grpo.runtime import (
     make_optimizer,
     make_scheduler,
     sharded_reference,
+    start_accumulation,
     world_size,
 )
 from astra_grpo.stats import episode_stats
@@ -277,7 +280,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 def _update(config: GRPOConfig, accelerator, model, reference, optimizer, scheduler, batch: list[Group],
             pad_id: int, world: int, rank: int, accumulation: int) -> dict[str, float]:
     """Every optimizer update of one step; returns the step's update metrics (global). `world` and `rank`
-    are the data-parallel size and rank (processes and rank without context parallelism)."""
+    are the data-parallel size and rank (processes and rank without context parallelism). `accumulation`
+    is the micro-batches per update the accelerator was made with (DeepSpeed's engine divides by it)."""
     device = accelerator.device
     episodes = [e for g in batch for e in g.episodes]
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
@@ -295,42 +299,43 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     for start in range(0, len(batch), config.mini_batch_size):
         groups = range(start + rank * per_process, start + (rank + 1) * per_process)
         minis.append([g * config.group_size + k for g in groups for k in range(config.group_size)])
+    # Each mini-batch's micro-batches, laid out once for every pass over them (old, reference, training).
+    kind = usable_layout(model, config.layout)
+    micro_batches = _micro_batches(config, accelerator, episodes, minis, kind)
+    layouts = [[collate([episodes[i].token_ids for i in micro], [episodes[i].loss_mask for i in micro], pad_id, kind,
+                        keys=_sharing_keys(config, micro)) for micro in mini] for mini in micro_batches]
     # Strictly on-policy (one update per batch): the old policy is the current one, so the old
     # log-probs are the current ones, detached. Otherwise compute them before the first update.
     reuse = config.num_iterations == 1 and len(minis) == 1
-    mine = [i for mini in minis for i in mini]
-    old = None if reuse else _logprobs_of(model, episodes, mine, config, pad_id, device)
-    ref = _logprobs_of(reference, episodes, mine, config, pad_id, device) if reference is not None else None
+    old = None if reuse else _logprobs_of(model, layouts, config, device)
+    ref = _logprobs_of(reference, layouts, config, device) if reference is not None else None
 
-    scale = backward_scale(accelerator.num_processes, accumulation)
     lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
     sums = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0, "entropy": 0.0,
-            "tokens": 0.0, "update_tokens": 0.0}
+            "tokens": 0.0, "update_tokens": 0.0, "forwarded_tokens": 0.0}
     if correction.enabled(config):
         sums.update(dict.fromkeys(correction.SUM_KEYS, 0.0))
     grad_norm = None
     for _ in range(config.num_iterations):
-        for mini in minis:
+        for k, mini in enumerate(minis):
             totals = global_sums(accelerator, {"tokens": sum(trainable_tokens(episodes[i].loss_mask) for i in mini)})
             sequences = config.mini_batch_size * config.group_size
-            # Longest first: micro-batches of similar lengths waste less padding.
-            ordered = sorted(mini, key=lambda i: -len(episodes[i].token_ids))
-            for micro in chunks(ordered, config.micro_batch_size):
+            scale = backward_scale(accelerator.num_processes, start_accumulation(accelerator, len(layouts[k])))
+            for j, micro in enumerate(micro_batches[k]):
                 with accelerator.accumulate(model):
-                    inputs = collate([episodes[i].token_ids for i in micro], [episodes[i].loss_mask for i in micro],
-                                     pad_id, extras={"advantages": [advantages[i] for i in micro]})
-                    inputs = {k: v.to(device) for k, v in inputs.items()}
-                    width = inputs["input_ids"].shape[1]
+                    inputs = layouts[k][j].to(device)
                     logprobs, entropies = token_logprobs(model, inputs, config.temperature,
-                                                         with_entropy=config.entropy_coef > 0)
-                    old_logprobs = logprobs.detach() if old is None else pad_token_values(
-                        [old[i] for i in micro], width).to(device)
-                    ref_logprobs = None if ref is None else pad_token_values([ref[i] for i in micro], width).to(device)
-                    terms = policy_terms(logprobs, old_logprobs, inputs["advantages"], eps_low=config.clip_eps_low,
-                                         eps_high=config.clip_eps_high, ref_logprobs=ref_logprobs,
-                                         kl_coef=config.kl_coef, entropies=entropies,
+                                                         with_entropy=config.entropy_coef > 0,
+                                                         attention=config.layout_attention)
+                    old_logprobs = logprobs.detach() if old is None else old[k][j].to(device)
+                    ref_logprobs = None if ref is None else ref[k][j].to(device)
+                    terms = policy_terms(logprobs, old_logprobs,
+                                         torch.tensor([advantages[i] for i in micro], dtype=torch.float32,
+                                                      device=device),
+                                         eps_low=config.clip_eps_low, eps_high=config.clip_eps_high,
+                                         ref_logprobs=ref_logprobs, kl_coef=config.kl_coef, entropies=entropies,
                                          entropy_coef=config.entropy_coef)
-                    mask = inputs["loss_mask"]
+                    mask = inputs.loss_mask
                     loss = terms.loss
                     if correction.enabled(config):  # truncated IS for the vLLM/trainer mismatch
                         weights, mismatch = correction.micro_batch([episodes[i] for i in micro], old_logprobs, mask,
@@ -351,7 +356,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                     sums["kl"] += float((terms.kl * mask).sum()) if terms.kl is not None else 0.0
                     sums["entropy"] += float((entropies * mask).sum()) if entropies is not None else 0.0
                     sums["tokens"] += float(mask.sum())
-                    sums["update_tokens"] += float(inputs["attention_mask"].sum())
+                    sums["update_tokens"] += inputs.tokens
+                    sums["forwarded_tokens"] += inputs.forwarded_tokens
             scheduler.step()
     total = global_sums(accelerator, sums)
     tokens = max(total["tokens"], 1.0)
@@ -359,6 +365,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     out = {"loss": total["loss"] / updates, "clip_fraction_low": total["clip_low"] / tokens,
            "clip_fraction_high": total["clip_high"] / tokens, "clip_fraction": (total["clip_low"] + total["clip_high"])
            / tokens, "ratio_mean": total["ratio"] / tokens, "update_tokens": total["update_tokens"],
+           "update_forwarded_tokens": total["forwarded_tokens"],
            "grad_norm": float(grad_norm) if grad_norm is not None else None, "lr": lr,
            "advantage_abs_mean": sum(abs(a) for a in advantages) / len(advantages), "update_skipped": 0.0}
     if ref is not None:
@@ -368,6 +375,21 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     if config.entropy_coef > 0:
         out["entropy"] = total["entropy"] / tokens
     return out
+
+
+def _micro_batches(config: GRPOConfig, accelerator, episodes, minis: list[list[int]], kind: str) -> list[list[list]]:
+    """Episode indices of every micro-batch of every mini-batch of this process: `max_tokens_per_microbatch`
+    forwarded tokens or `micro_batch_size` episodes each, as many micro-batches on every process."""
+    plans = [plan([episodes[i].token_ids for i in mini], kind, budget=config.max_tokens_per_microbatch,
+                  size=config.micro_batch_size, keys=_sharing_keys(config, mini)) for mini in minis]
+    counts = agreed_counts(accelerator, [len(p.micro_batches) for p in plans])
+    return [[[mini[i] for i in micro] for micro in p.split_to(count).micro_batches]
+            for p, mini, count in zip(plans, minis, counts, strict=True)]
+
+
+def _sharing_keys(config: GRPOConfig, indices: list[int]) -> list[int] | None:
+    """Which episodes a tree may share prefixes between: those of one group (`tree_scope: group`), or any."""
+    return [i // config.group_size for i in indices] if config.tree_scope == "group" else None
 
 
 def _gradient_is_zero(config: GRPOConfig, accelerator, advantages: list[float]) -> bool:
@@ -393,21 +415,15 @@ def _zero_gradient_update(model, optimizer, scheduler, updates: int) -> dict[str
         optimizer.zero_grad()
         scheduler.step()
     return {"loss": 0.0, "clip_fraction_low": 0.0, "clip_fraction_high": 0.0, "clip_fraction": 0.0,
-            "ratio_mean": 1.0, "update_tokens": 0.0, "grad_norm": 0.0, "lr": lr, "advantage_abs_mean": 0.0,
-            "update_skipped": 1.0}
+            "ratio_mean": 1.0, "update_tokens": 0.0, "update_forwarded_tokens": 0.0, "grad_norm": 0.0, "lr": lr,
+            "advantage_abs_mean": 0.0, "update_skipped": 1.0}
 
 
-def _logprobs_of(model, episodes, indices: list[int], config: GRPOConfig, pad_id: int, device) -> dict[int, list]:
-    """Per-token log-probs of the given sequences under `model` (no gradient)."""
-    out: dict[int, list] = {}
+def _logprobs_of(model, layouts: list[list[Layout]], config: GRPOConfig, device) -> list[list[torch.Tensor]]:
+    """Per-token log-probs [B, T] (on the CPU) of every laid-out micro-batch under `model`, without gradient."""
     with torch.no_grad():
-        for micro in chunks(indices, config.micro_batch_size):
-            inputs = collate([episodes[i].token_ids for i in micro], [episodes[i].loss_mask for i in micro], pad_id)
-            inputs = {k: v.to(device) for k, v in inputs.items()}
-            logprobs, _ = token_logprobs(model, inputs, config.temperature)
-            for row, i in enumerate(micro):
-                out[i] = logprobs[row, :len(episodes[i].token_ids)].float().cpu().tolist()
-    return out
+        return [[token_logprobs(model, layout.to(device), config.temperature, attention=config.layout_attention)[0]
+                 .float().cpu() for layout in mini] for mini in layouts]
 
 
 def _say_if_no_call_is_read(rolled: list[Group], renderer: ChatRenderer) -> None:

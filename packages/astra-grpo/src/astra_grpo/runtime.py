@@ -9,7 +9,7 @@ import copy
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -197,6 +197,28 @@ def global_sums(accelerator: Accelerator, values: dict[str, float]) -> dict[str,
     return dict(zip(keys, tensor.tolist(), strict=True))
 
 
+def agreed_counts(accelerator: Accelerator, counts: list[int]) -> list[int]:
+    """The largest of each count over all processes. Processes that run the same number of micro-batches stay
+    in step: DDP and ZeRO synchronise in every backward, ZeRO-3 (and its sharded reference) in every forward."""
+    if accelerator.num_processes == 1 or not counts:
+        return list(counts)
+    tensor = torch.tensor(counts, dtype=torch.long, device=accelerator.device)
+    torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
+    return tensor.tolist()
+
+
+def start_accumulation(accelerator: Accelerator, micro_batches: int) -> int:
+    """Make the next `micro_batches` passes through `accelerator.accumulate` one optimizer update (gradients
+    synchronised and the optimizer stepped on the last). Returns what `accelerator.backward` divides each loss
+    by, for `loss.backward_scale`: `micro_batches`, or under DeepSpeed its engine's own configured accumulation
+    steps (the engine divides by those whatever the number of micro-batches)."""
+    accelerator.gradient_accumulation_steps = micro_batches
+    accelerator.step = 0
+    if accelerator.distributed_type == DistributedType.DEEPSPEED:
+        return accelerator.deepspeed_engine_wrapped.engine.gradient_accumulation_steps()
+    return micro_batches
+
+
 def gather_objects(accelerator: Accelerator, items: list) -> list[list]:
     """Every process's `items`, indexed by process (all processes get all of them)."""
     if accelerator.num_processes == 1:
@@ -211,7 +233,3 @@ def interleave(shares: list[list]) -> list:
     may be uneven: under context parallelism a batch can hold fewer groups than there are processes."""
     world = len(shares)
     return [shares[k % world][k // world] for k in range(sum(map(len, shares)))]
-
-
-def chunks[T](items: Sequence[T], size: int) -> list[Sequence[T]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]

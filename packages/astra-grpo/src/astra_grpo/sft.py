@@ -30,17 +30,20 @@ from astra_grpo.checkpoint import (
 from astra_grpo.config import ConfigError, SFTConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, load_records, write_rejects
+from astra_grpo.layout import plan
+from astra_grpo.layout_attention import usable_layout
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
 from astra_grpo.loss import backward_scale, objective_share, sft_token_loss
 from astra_grpo.preemption import Stopped, StopSignals
 from astra_grpo.runtime import (
-    chunks,
+    agreed_counts,
     data_parallel_size,
     global_sums,
     load_policy,
     make_accelerator,
     make_optimizer,
     make_scheduler,
+    start_accumulation,
     world_size,
 )
 from astra_grpo.tracking import Metrics, start_trackers
@@ -152,16 +155,20 @@ def train_sft(config: SFTConfig, files: list[str], *, skip_bad: bool = False, re
 
 def _update(config: SFTConfig, accelerator, model, optimizer, mine: list[tuple[list[int], list[int]]], pad_id: int,
             world: int, accumulation: int) -> dict[str, float | None]:
-    """One optimizer update on this process's share of the global batch; returns global metrics."""
+    """One optimizer update on this process's share of the global batch; returns global metrics. Its
+    micro-batches hold `max_tokens_per_microbatch` forwarded tokens or `micro_batch_size` sequences, as many on
+    every process; a tree layout shares any common prefix within a micro-batch."""
     totals = global_sums(accelerator, {"tokens": sum(trainable_tokens(m) for _, m in mine)})
-    scale = backward_scale(world, accumulation)
+    kind = usable_layout(model, config.layout)
+    drafted = plan([ids for ids, _ in mine], kind, budget=config.max_tokens_per_microbatch, size=config.micro_batch_size)
+    [count] = agreed_counts(accelerator, [len(drafted.micro_batches)])
+    scale = backward_scale(world, start_accumulation(accelerator, count))
     loss_share, seen_tokens, grad_norm = 0.0, 0, None
-    for micro in chunks(mine, config.micro_batch_size):
+    for micro in drafted.split_to(count).micro_batches:
         with accelerator.accumulate(model):
-            batch = collate([ids for ids, _ in micro], [m for _, m in micro], pad_id)
-            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-            logprobs, _ = token_logprobs(model, batch)
-            share = objective_share(sft_token_loss(logprobs), batch["loss_mask"], config.loss_average,
+            batch = collate([mine[i][0] for i in micro], [mine[i][1] for i in micro], pad_id, kind).to(accelerator.device)
+            logprobs, _ = token_logprobs(model, batch, attention=config.layout_attention)
+            share = objective_share(sft_token_loss(logprobs), batch.loss_mask, config.loss_average,
                                     totals["tokens"], config.batch_size)
             accelerator.backward(share * scale)
             if accelerator.sync_gradients:
@@ -169,7 +176,7 @@ def _update(config: SFTConfig, accelerator, model, optimizer, mine: list[tuple[l
             optimizer.step()
             optimizer.zero_grad()
         loss_share += float(share.detach())
-        seen_tokens += int(batch["attention_mask"].sum())
+        seen_tokens += batch.tokens
     sums = global_sums(accelerator, {"loss": loss_share, "seen": seen_tokens})
     return {"loss": sums["loss"], "seen_tokens": sums["seen"], "tokens": totals["tokens"],
             "grad_norm": float(grad_norm) if grad_norm is not None else None}

@@ -18,8 +18,10 @@ heads on 2 ranks; Qwen3-14B: 40 on 16), key/value heads are repeated to one per 
 three are padded with zero heads to a multiple of cp_size; the padded heads' outputs are dropped
 after the return all-to-all, so they take no part in the result or its gradient.
 
-The padding mask is not used under CP: batches must be right-padded (`forward.py` checks), so
-causal attention alone keeps every real token away from the padding after it.
+The padding mask is not used under CP: padded rows are right-padded (`layout.build`), so causal
+attention alone keeps every real token away from the padding after it. A packed or tree row (the keyword
+`astra_layout` beside `astra_cp`) is attended after the all-to-all exactly as without CP
+(`layout_attention.attend`): every rank then holds the whole row for its heads.
 """
 
 from __future__ import annotations
@@ -30,18 +32,20 @@ from typing import Any
 
 import torch
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+from transformers.masking_utils import AttentionMaskInterface
 
+from astra_grpo import layout_attention
 from astra_grpo.config import CP_ATTENTION as INNER
 from astra_grpo.config import ConfigError
 from astra_grpo.context_parallel.collectives import all_to_all, gather_positions
+from astra_grpo.layout_attention import LayoutForward, attend, flash, mask_function, plain
 
 PREFIX = "astra_cp_"
 # Registered names. They must not contain "flash": transformers would take such a name for a kernel to
-# fetch from the hub. The FlashAttention kernel itself is looked up under its own name (`_flash`).
+# fetch from the hub. The FlashAttention kernel itself is looked up under its own name (`layout_attention.flash`).
 NAMES = {inner: PREFIX + inner.replace("flash_attention_", "fa") for inner in INNER}
 INNER_OF = {name: inner for inner, name in NAMES.items()}
+layout_attention.WRAPPED.update(INNER_OF)
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,7 @@ class CPAttention:
     rank: int
 
 
-def unwrap(model):
-    """The transformers model inside DDP / DeepSpeed / accelerate wrappers."""
-    while hasattr(model, "module"):
-        model = model.module
-    return model
+unwrap = layout_attention.unwrap
 
 
 def is_enabled(model) -> bool:
@@ -69,7 +69,7 @@ def enable(model, cp_size: int) -> None:
     attention implementation; a ConfigError names the field."""
     base = unwrap(model)
     current = base.config._attn_implementation or "sdpa"
-    inner = INNER_OF.get(current, current)
+    inner = layout_attention.WRAPPED.get(current, current)
     if inner not in INNER:
         raise ConfigError(f"config field attn_implementation: context parallelism runs {' | '.join(INNER)} "
                           f"attention, not {inner}")
@@ -80,35 +80,37 @@ def enable(model, cp_size: int) -> None:
 def _make_attention(inner: str):
     def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                  astra_cp: CPAttention | None = None, **kwargs):
+                  astra_cp: CPAttention | None = None, astra_layout: LayoutForward | None = None, **kwargs):
         if astra_cp is None:  # an ordinary forward (generation, evaluation): exactly the inner attention
-            if inner == "sdpa":
-                return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                              scaling=scaling, **kwargs)
-            return _flash(module, inner, query, key, value, attention_mask, dropout, scaling,
-                          is_causal=getattr(module, "is_causal", True), **kwargs), None
-        return _ulysses(module, inner, astra_cp, query, key, value, dropout, scaling, **kwargs), None
+            if astra_layout is not None:
+                return attend(module, query, key, value, astra_layout, dropout, scaling, **kwargs), None
+            return plain(module, inner, query, key, value, attention_mask, dropout, scaling, **kwargs)
+        return _ulysses(module, inner, astra_cp, astra_layout, query, key, value, dropout, scaling, **kwargs), None
 
     attention.__name__ = NAMES[inner]
     return attention
 
 
-def _ulysses(module, inner: str, cp: CPAttention, query, key, value, dropout: float, scaling: float | None,
-             position_ids: torch.Tensor | None = None, sliding_window: int | None = None, **kwargs) -> torch.Tensor:
+def _ulysses(module, inner: str, cp: CPAttention, layout: LayoutForward | None, query, key, value, dropout: float,
+             scaling: float | None, position_ids: torch.Tensor | None = None, sliding_window: int | None = None,
+             **kwargs) -> torch.Tensor:
     """[B, heads, S/cp, D] slices in, [B, S/cp, heads, D] attention output of this rank's slice out."""
     if position_ids is None:
         raise ValueError("context-parallel attention needs the position ids of the sequence slice")
     heads = query.shape[1]
     query, key, value = _shardable_heads(query, key, value, cp.size)
     query, key, value = (all_to_all(t, 1, 2, cp.group, cp.size) for t in (query, key, value))
-    positions = gather_positions(position_ids.expand(query.shape[0], -1), cp.group, cp.size)
-    if inner == "sdpa":
+    if layout is not None:
+        out = attend(module, query, key, value, layout, dropout, scaling, sliding_window=sliding_window, **kwargs)
+    elif inner == "sdpa":
         if sliding_window is not None:
             raise ValueError("context-parallel sdpa attention has no sliding window; use flash_attention_2")
+        positions = gather_positions(position_ids.expand(query.shape[0], -1), cp.group, cp.size)
         out = _sdpa(query, key, value, positions, dropout, scaling).transpose(1, 2)
     else:
-        out = _flash(module, inner, query, key, value, None, dropout, scaling, is_causal=True,
-                     position_ids=positions, sliding_window=sliding_window, **kwargs)
+        positions = gather_positions(position_ids.expand(query.shape[0], -1), cp.group, cp.size)
+        out = flash(module, inner, query, key, value, None, dropout, scaling, is_causal=True,
+                    position_ids=positions, sliding_window=sliding_window, **kwargs)
     out = all_to_all(out, 1, 2, cp.group, cp.size)  # [B, S, heads/cp, D] -> [B, S/cp, heads, D]
     return out[:, :, :heads]  # without the padding heads, if any
 
@@ -150,20 +152,6 @@ def _packed_causal_mask(positions: torch.Tensor) -> torch.Tensor | None:
     return (causal & (segment[:, :, None] == segment[:, None, :]))[:, None]
 
 
-def _flash(module, inner: str, query, key, value, attention_mask, dropout: float, scaling: float | None, *,
-           is_causal: bool, **kwargs) -> torch.Tensor:
-    """transformers' FlashAttention path for [B, h, S, D] inputs; returns [B, S, h, D]. (Its own
-    `flash_attention_forward` would look the kernel up under the model's attention name, ours.)"""
-    from transformers.integrations.flash_attention import get_target_dtype
-    from transformers.modeling_flash_attention_utils import _flash_attention_forward
-
-    length = query.shape[2]
-    query, key, value = (t.transpose(1, 2) for t in (query, key, value))
-    return _flash_attention_forward(query, key, value, attention_mask, query_length=length, is_causal=is_causal,
-                                    dropout=dropout, softmax_scale=scaling, target_dtype=get_target_dtype(query, module),
-                                    attn_implementation=inner, layer_idx=getattr(module, "layer_idx", None), **kwargs)
-
-
 for _inner, _name in NAMES.items():
     AttentionInterface.register(_name, _make_attention(_inner))
-    AttentionMaskInterface.register(_name, ALL_MASK_ATTENTION_FUNCTIONS._global_mapping[_inner])
+    AttentionMaskInterface.register(_name, mask_function(_inner))
