@@ -239,3 +239,10 @@ def test_the_commands_help_imports_no_ray():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_session_ray_leaves_the_test_process_sigterm_handler_as_it_was(local_ray):
+    """ray.init() in a driver sets a SIGTERM handler (SystemExit) that ray.shutdown() leaves: in a test session it
+    took the SIGTERM that astra-grpo's resume tests send to their own trainer (they failed, and the session
+    aborted at exit, when a Ray test ran first)."""
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

@@ -198,10 +198,16 @@ def llm_env(embedded_llm: str, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture(scope="session")
 def local_ray() -> Iterator[None]:
     """A local Ray instance in this process (as `astra-core ray` starts without --address: on 127.0.0.1, this
-    machine's CPUs), shared by the session's in-process `astra-core ray` runs; shut down at its end."""
+    machine's CPUs), shared by the session's in-process `astra-core ray` runs; shut down at its end. Ray's driver
+    turns SIGTERM into SystemExit for good (ray.init sets a handler that shutdown leaves): the handler the
+    process had is put back, or a later test of a trainer's own SIGTERM handling gets Ray's."""
+    import signal
+
     from astra_core.ray_stage import connect
 
+    sigterm = signal.getsignal(signal.SIGTERM)
     ray = connect(None)
+    signal.signal(signal.SIGTERM, sigterm)
     try:
         yield
     finally:
