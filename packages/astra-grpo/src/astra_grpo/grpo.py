@@ -285,8 +285,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             overlap = {"trainer_idle_fraction": rollout_seconds / step_seconds,
                        "engine_idle_fraction": max(0.0, 1.0 - busy / step_seconds), "step_seconds": step_seconds,
                        **staleness_metrics(fill.batch, step - 1)}
-            if config.max_staleness:
-                progress.note(_overlap_line(step, overlap))
+            if config.max_staleness and main:
+                print(f"{COMMAND}: {_overlap_line(step, overlap)}", file=sys.stderr)
             values = {**overlap, **update, **episode_stats(rolled, "rollout"), **episode_stats(fill.batch, "batch"),
                       "valid_fraction": fill.valid_fraction, "abf/rounds": fill.rounds,
                       "abf/discarded": fill.discarded, "abf/buffer": len(filler.buffer),
