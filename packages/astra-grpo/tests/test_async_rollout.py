@@ -141,3 +141,18 @@ def test_staleness_histogram():
     assert staleness_counts(groups, 4) == {0: 1, 1: 1, 2: 2}
     assert staleness_metrics(groups, 4) == {"staleness/0": 1.0, "staleness/1": 1.0, "staleness/2": 2.0,
                                             "staleness/mean": 1.25, "staleness/max": 2.0}
+
+
+def test_a_user_simulator_that_does_not_answer_ends_the_run_as_in_the_synchronous_loop():
+    """LLMUnavailable comes through as itself: the CLI says it in one line (and --resume continues)."""
+    from astra_core.llm import LLMUnavailable
+
+    def play(version):
+        raise LLMUnavailable("http://127.0.0.1:9/v1 did not answer")
+
+    producer = RolloutProducer(play, 1, {}, 0)
+    try:
+        with pytest.raises(LLMUnavailable, match="did not answer"):
+            producer.take()
+    finally:
+        producer.close()

@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from astra_core.llm import LLMUnavailable
+
 from astra_grpo.abf import BatchFiller, Fill
 from astra_grpo.rollout import Group
 
@@ -154,6 +156,8 @@ class RolloutProducer:
             finally:
                 self._asking = False
             if not self._ready:
+                if isinstance(self._error, LLMUnavailable):  # the user simulator's endpoint: said in one line
+                    raise self._error
                 raise ProducerFailed(f"the rollout producer failed: {type(self._error).__name__}: "
                                      f"{self._error}") from self._error
             played = self._ready.popleft()
