@@ -9,7 +9,6 @@ import multiprocessing
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,21 +17,24 @@ import pytest
 import torch
 from astra_grpo import grpo
 from astra_grpo.async_rollout import ProducerFailed
-from astra_grpo.config import GRPOConfig, load_config
 from astra_grpo.grpo import train_grpo
-from test_resume import Killed, coin_reward, kill_after, same_weights, samples, weights  # noqa: F401 - fixture
+from grpo_support import rl_sample
+from test_resume import Killed, coin_reward, grpo_config, kill_after, same_weights
 
 SYNC_LOOP_COMMIT = "48c445a"  # grpo.py before asynchronous GRPO
 REPO = Path(__file__).resolve().parents[3]
 
 
 def config(tiny_llama, output, **overrides):
-    values = dict(model=str(tiny_llama), output_dir=str(output), batch_size=2, group_size=2, mini_batch_size=2,
-                  micro_batch_size=2, max_steps=3, max_turns=2, max_new_tokens=6, max_response_length=64,
-                  learning_rate=1e-3, save_state_steps=1, save_weights_steps=0, keep_last_states=3, report_to=[],
-                  abf_max_rounds=2, rollouts_out=str(output) + ".rollouts.jsonl")
-    values.update(overrides)
-    return load_config(GRPOConfig, None, values)
+    return grpo_config(tiny_llama, output, **{"max_steps": 3, "save_weights_steps": 0, "keep_last_states": 3,
+                                             "abf_max_rounds": 2, **overrides})
+
+
+@pytest.fixture
+def samples(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(rl_sample(f"rl-{i}")) + "\n" for i in range(3)))
+    return path
 
 
 def metrics(output):

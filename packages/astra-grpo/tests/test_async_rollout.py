@@ -11,7 +11,13 @@ import time
 
 import pytest
 from astra_grpo.abf import BatchFiller
-from astra_grpo.async_rollout import ProducerFailed, Round, RolloutProducer, staleness_counts, staleness_metrics
+from astra_grpo.async_rollout import (
+    ProducerFailed,
+    RolloutProducer,
+    Round,
+    staleness_counts,
+    staleness_metrics,
+)
 from astra_grpo.rollout import Episode, Group
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -39,7 +39,7 @@ from astra_core.progress import Progress
 from astra_core.schema import RecordError
 
 from astra_grpo.abf import BatchFiller
-from astra_grpo.async_rollout import OnDemandRounds, Round, RolloutProducer, SharedEngine, staleness_metrics
+from astra_grpo.async_rollout import OnDemandRounds, RolloutProducer, Round, SharedEngine, staleness_metrics
 from astra_grpo.chat import ChatRenderer, chat_renderer
 from astra_grpo.checkpoint import (
     latest_state,
@@ -254,8 +254,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             # -- 1-2. roll out until Adaptive Batch Filling has a full batch ------------------------
             step_started = time.perf_counter()
             progress.note(f"step {step + 1}: rollouts")
-            taken = source.fill(filler, step, lambda rolled: progress.note(
-                f"step {step + 1}: rollouts, {len(rolled)} group(s) so far"))
+            taken = source.fill(filler, step, lambda rolled, n=step + 1: progress.note(
+                f"step {n}: rollouts, {len(rolled)} group(s) so far"))
             fill, rolled, rollout_seconds = taken.fill, taken.rolled, taken.waited_s
             if main:
                 _report_errors(rolled, step + 1)
