@@ -216,10 +216,9 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         if user_simulator is not None:
             stack.enter_context(user_simulator)
         if engine is None:
-            halt = threading.Event()  # set first on the way out: a producer waiting on the engine gives up
+            halt = threading.Event()  # set on the way out: a producer waiting for the engine gives up
             engine = make_engine(config, policy, tokenizer, renderer, version=step, halt=halt)
             stack.callback(engine.close)
-            stack.callback(halt.set)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
                                user_simulator=user_simulator, tau2=tau2, openenv=openenv)
 
@@ -246,6 +245,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             before = engine.sync if config.weight_sync == "episode" else (lambda: None)
             source = RolloutProducer(play_round, config.max_staleness, stream.state_dict(), step, before)
             stack.callback(_close_producer, source, rollouts_out, config, step_of=lambda: step)
+            stack.callback(halt.set)  # (first: callbacks run last-in first-out)
         else:
             source = OnDemandRounds(play_round, engine, stream.state_dict())
         engine_busy = source.busy_s
