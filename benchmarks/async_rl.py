@@ -10,11 +10,12 @@ astra-qaenv's programmatic environments (the demo's recipe, as benchmarks/learni
 
 k > 0 runs the transformers engine in a process of its own on one thread, the update on another (torch threads
 1 in both): this 2-core machine's split. The synchronous run has the same split in time (rollout, then update,
-one thread each). Per run: wall time per step (the mean of every step's wall time, the first included), the
-engine's and the trainer's idle fractions, the speed-up over k = 0, and the overlap bound computed from the
-synchronous run's own phase times: (R + U) / max(R, U), R the rollout and U the update (with the weight push)
-seconds per step; then each run's held-out F1 with its 95% t-interval over held-out samples, and its paired
-change against k = 0.
+one thread each). Per run: wall time per step (the mean of every step's wall time, the first included, and of the
+steps after the first: step 1 has nothing to overlap with), the speed-up over k = 0, the engine's and the trainer's
+idle fractions, the overlap bound computed from the synchronous run's own phase times: (R + U) / max(R, U), R the
+rollout and U the update (with the weight push) seconds per step, and the share of it reached after step 1; then
+each run's held-out F1 with its 95% t-interval over held-out samples, and its paired change against k = 0. Every
+run has a tiny entropy bonus (1e-4) so that every update runs whole (see ENTROPY_COEF).
 
     OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/async_rl.py --out out/async_rl | tee benchmarks/results/async_rl.txt
 """

@@ -162,3 +162,33 @@ def test_a_user_simulator_that_does_not_answer_ends_the_run_as_in_the_synchronou
             producer.take()
     finally:
         producer.close()
+
+
+def test_an_in_process_engine_takes_pushed_weights_between_turns_and_tags_them():
+    """SharedEngine (the vLLM engine in asynchronous runs): a push waits for the turn being generated; every
+    generation carries the version of the weights that generated it."""
+    from astra_grpo.async_rollout import SharedEngine
+    from astra_grpo.engines import Generation, Sampling
+
+    class SlowEngine:
+        def __init__(self):
+            self.pushed, self.generating = [], False
+
+        def generate(self, prompts, budgets, sampling, keys=None):
+            self.generating = True
+            time.sleep(0.2)
+            self.generating = False
+            return [Generation([7], True) for _ in prompts]
+
+        def push_weights(self, model):
+            self.pushed.append((model, self.generating))
+
+    inner = SlowEngine()
+    engine = SharedEngine(inner, version=3)
+    turn = threading.Thread(target=lambda: engine.generate([[1]], [1], Sampling()))
+    turn.start()
+    time.sleep(0.05)
+    engine.push_weights("policy", 4)  # arrives mid-turn: waits for it
+    turn.join()
+    assert inner.pushed == [("policy", False)]
+    assert [g.version for g in engine.generate([[1], [2]], [1, 1], Sampling())] == [4, 4]
