@@ -74,7 +74,7 @@ def train(producer: RolloutProducer, rounds: ScriptedRounds, filler: BatchFiller
        valid=st.lists(st.booleans(), min_size=1, max_size=7))
 def test_no_group_is_trained_more_than_k_versions_stale(k, batch, steps, max_rounds, rollout_ms, update_ms, valid):
     rounds = ScriptedRounds(batch, [ms / 1000 for ms in rollout_ms], valid)
-    producer = RolloutProducer(rounds.play, k, {}, 0)
+    producer = RolloutProducer(rounds.play, k, {}, 0, last_version=steps, rounds_per_step=max_rounds)
     filler = BatchFiller(n=batch, max_rounds=max_rounds)
     try:
         trained = train(producer, rounds, filler, steps, [ms / 1000 for ms in update_ms])
@@ -83,7 +83,18 @@ def test_no_group_is_trained_more_than_k_versions_stale(k, batch, steps, max_rou
     assert len(trained) == steps * batch
     for staleness, held_over in trained:
         assert 0 <= staleness <= k + held_over  # ABF's buffer empties at the next step: one version more
-    assert rounds.played <= steps * max_rounds + k + 1  # never runs further ahead than k rounds (+ one in flight)
+    assert rounds.played <= steps * max_rounds  # no round that no step could take
+
+
+def test_no_round_is_played_that_the_run_cannot_train():
+    rounds = ScriptedRounds(1, [0.0], [True])
+    producer = RolloutProducer(rounds.play, 2, {}, 0, last_version=3)
+    try:
+        train(producer, rounds, BatchFiller(n=1, max_rounds=1), 3, [0.05])
+        time.sleep(0.2)  # time enough to play more, were it allowed
+    finally:
+        producer.close()
+    assert rounds.played == 3 and producer.leftover() == []
 
 
 def test_the_producer_plays_while_the_trainer_updates_and_k_0_does_not():

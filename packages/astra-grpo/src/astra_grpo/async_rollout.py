@@ -14,6 +14,7 @@ The policy *version* is the number of updates done: a step that trains with vers
   group whatever the timings (tests/test_async_rollout.py). A group that Adaptive Batch Filling holds over to the
   next step (its buffer always empties at the next step) is one version older, as in the synchronous loop.
   With `weight_sync: turn` an episode's later turns are newer than its first: its staleness is its oldest turn's.
+  Near the end it starts no round that the steps left could not take (at most ABF's round cap per step).
 
 The producer owns the sample stream while it runs: the position saved with a step is the one after the last
 round trained (`stream_state`), so a resumed run re-rolls the rounds that were in flight, never trains one twice.
@@ -100,8 +101,13 @@ class RolloutProducer:
     """max_staleness k > 0: a thread playing rounds ahead of the trainer, at most k versions stale when trained."""
 
     def __init__(self, play: PlayRound, max_staleness: int, stream_state: dict, version: int,
-                 before_round: Callable[[], None] = lambda: None):
+                 before_round: Callable[[], None] = lambda: None, last_version: int | None = None,
+                 rounds_per_step: int = 1):
         self._play, self._k, self._before_round = play, max_staleness, before_round
+        # The run ends after the update of `last_version - 1`: no round is started that no step could take.
+        self._last_version, self._rounds_per_step = last_version, rounds_per_step
+        self._updating = False  # between a step's last round and its weight push
+        self._taken_in_step = 0  # rounds the current step took so far
         self._stream_state = stream_state
         self._version = version
         self._ready: deque[Round] = deque()
@@ -123,11 +129,21 @@ class RolloutProducer:
         """How many versions behind a round started now would be when trained, at worst (see the module doc)."""
         return len(self._ready) + int(self._playing) + (0 if self._asking else 1)
 
+    def _rounds_wanted(self) -> bool:
+        """Whether the steps left could take one more round than those played and playing (at most
+        `rounds_per_step` each: Adaptive Batch Filling's cap)."""
+        if self._last_version is None:
+            return True
+        this_step = 0 if self._updating else self._rounds_per_step - self._taken_in_step
+        later_steps = (self._last_version - self._version - 1) * self._rounds_per_step
+        return len(self._ready) + int(self._playing) < this_step + later_steps
+
     def _run(self) -> None:
         try:
             while True:
                 with self._changed:
-                    self._changed.wait_for(lambda: self._stopping or self._steps_until_trained() <= self._k)
+                    self._changed.wait_for(
+                        lambda: self._stopping or (self._steps_until_trained() <= self._k and self._rounds_wanted()))
                     if self._stopping:
                         return
                     self._playing = True
@@ -161,6 +177,7 @@ class RolloutProducer:
                 raise ProducerFailed(f"the rollout producer failed: {type(self._error).__name__}: "
                                      f"{self._error}") from self._error
             played = self._ready.popleft()
+            self._taken_in_step += 1
             self._stream_state = played.stream_after
             self._changed.notify_all()
             return played
@@ -177,13 +194,15 @@ class RolloutProducer:
             return played.groups
 
         taken.fill = filler.fill(take)
+        with self._changed:
+            self._updating = True
         return taken
 
     def push(self, push_weights: Callable[[], None], version: int) -> None:
         """The update of `version` is done: send its weights, then let rounds start at it."""
         push_weights()
         with self._changed:
-            self._version = version
+            self._version, self._updating, self._taken_in_step = version, False, 0
             self._changed.notify_all()
 
     def stream_state(self) -> dict:

@@ -243,7 +243,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
 
         if config.max_staleness:
             before = engine.sync if config.weight_sync == "episode" else (lambda: None)
-            source = RolloutProducer(play_round, config.max_staleness, stream.state_dict(), step, before)
+            source = RolloutProducer(play_round, config.max_staleness, stream.state_dict(), step, before,
+                                     last_version=total_steps, rounds_per_step=config.abf_max_rounds if config.abf else 1)
             stack.callback(_close_producer, source, rollouts_out, config, step_of=lambda: step)
             stack.callback(halt.set)  # (first: callbacks run last-in first-out)
         else:
