@@ -216,6 +216,22 @@ class GRPOConfig(TrainConfig):
     vllm_importance_sampling_cap: float = knob(2.0, "vLLM engine: the cap C of the importance weights (verl: 2).",
                                                minimum=1)
 
+    # -- asynchronous rollouts (async_rollout.py) ---------------------------------------------------
+    max_staleness: int = knob(0, "Asynchronous GRPO: rollouts for the next steps are played while a step trains, "
+                                 "each at most this many policy versions behind the policy it trains (enforced "
+                                 "when a rollout round starts, as AReaL's max_head_offpolicyness; a group ABF holds "
+                                 "over to the next step ages one more). 0: the synchronous loop (roll out, then "
+                                 "update). >0 trains with the decoupled objective (behaviour_weight_cap) and, "
+                                 "with the transformers engine, generates in a process of its own. One process only.",
+                              minimum=0)
+    weight_sync: str = knob("turn", "max_staleness > 0: when the rollout engine takes new weights: turn (between "
+                                    "the turns of an episode: an episode in flight continues on the newer policy, "
+                                    "each turn tagged with its version) | episode (only when a rollout round starts).",
+                            choices=("turn", "episode"))
+    behaviour_weight_cap: float = knob(2.0, "max_staleness > 0: the decoupled objective's cap C on each token's "
+                                            "behaviour weight min(exp(proximal log-prob - behaviour log-prob), C).",
+                                       minimum=1)
+
     # -- environment and reward ----------------------------------------------------------------
     reward: str = knob("sample", "sample (each rl_sample's reward.kind, f1 by default) | f1 | recall | "
                                  "precision (the paper's ablation) | state (state verifier) | tau2 (tau2's own "
@@ -258,6 +274,10 @@ class GRPOConfig(TrainConfig):
         _check(self.top_p > 0, "top_p", "must be in (0, 1]")
         _check(self.vllm_gpu_memory_utilization > 0, "vllm_gpu_memory_utilization", "must be in (0, 1]")
         _check(self.sandbox_call_timeout_s > 0, "sandbox_call_timeout_s", "must be > 0")
+        _check(not (self.max_staleness and self.engine == "vllm" and self.vllm_sleep), "vllm_sleep",
+               "an asynchronous run (max_staleness > 0) generates while it trains: vLLM cannot sleep (--no-vllm-sleep)")
+        _check(not (self.max_staleness and self.engine == "vllm" and self.weight_sync != "turn"), "weight_sync",
+               "the vLLM engine takes pushed weights at once, between two turns: weight_sync turn")
 
     def accumulation_steps(self, world_size: int) -> int:
         """Micro-batches per optimizer update on one process (checks the batch splits evenly)."""

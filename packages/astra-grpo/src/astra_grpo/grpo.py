@@ -12,6 +12,11 @@ One step:
    processes, then into micro-batches) the clipped surrogate, averaged over all response tokens of
    the mini-batch (or per sequence); `num_iterations` passes reuse the old log-probs.
 4. Push the new weights to the rollout engine, log, checkpoint.
+
+With `max_staleness: k > 0` (asynchronous GRPO, `astra_grpo.async_rollout`) step 1 is a producer thread that
+plays rounds ahead while step 3 trains, each round at most k policy versions stale when trained, and the
+update is the decoupled objective (engines/correction.py); the transformers engine then generates in a
+process of its own (`astra_grpo.engine_process`). k = 0 is the loop above, unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import functools
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +39,7 @@ from astra_core.progress import Progress
 from astra_core.schema import RecordError
 
 from astra_grpo.abf import BatchFiller
+from astra_grpo.async_rollout import OnDemandRounds, RolloutProducer, Round, SharedEngine, staleness_metrics
 from astra_grpo.chat import ChatRenderer, chat_renderer
 from astra_grpo.checkpoint import (
     latest_state,
@@ -41,7 +48,7 @@ from astra_grpo.checkpoint import (
     save_weights,
     step_dir,
 )
-from astra_grpo.config import GRPOConfig, save_config
+from astra_grpo.config import ConfigError, GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Sampling, correction
@@ -83,16 +90,24 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            max_live_episodes=config.sandbox_pool_size, max_user_turns=config.max_user_turns)
 
 
-def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer):
+def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer, version: int = 0,
+                halt: threading.Event | None = None):
     if config.engine == "vllm":
         from astra_core.local.model import resolve_model_path
 
         from astra_grpo.engines.vllm import VLLMEngine
 
-        return VLLMEngine(str(resolve_model_path(config.model)), renderer.stop_ids,
-                          max_model_len=config.max_prompt_length + config.max_response_length,
-                          gpu_memory_utilization=config.vllm_gpu_memory_utilization, seed=config.seed,
-                          sleep_between_rollouts=config.vllm_sleep)
+        engine = VLLMEngine(str(resolve_model_path(config.model)), renderer.stop_ids,
+                            max_model_len=config.max_prompt_length + config.max_response_length,
+                            gpu_memory_utilization=config.vllm_gpu_memory_utilization, seed=config.seed,
+                            sleep_between_rollouts=config.vllm_sleep)
+        return SharedEngine(engine, version) if config.max_staleness else engine
+    if config.max_staleness:  # generates while the trainer updates: on a copy, in a process of its own
+        from astra_grpo.engine_process import EngineProcess
+
+        halt = halt or threading.Event()
+        return EngineProcess(policy, tokenizer.pad_token_id, renderer.stop_ids, batch_size=config.generation_batch_size,
+                             seed=config.seed, weight_sync=config.weight_sync, version=version, stopping=halt.is_set)
     from astra_grpo.engines.transformers import TransformersEngine
 
     return TransformersEngine(policy, tokenizer.pad_token_id, renderer.stop_ids,
@@ -163,7 +178,10 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         reference = sharded_reference(config, accelerator)
     accelerator.register_for_checkpointing(scheduler)
     policy = accelerator.unwrap_model(model)
-    engine = make_engine(config, policy, tokenizer, renderer)
+    if config.max_staleness and (world > 1 or zero3):
+        raise ConfigError("max_staleness: asynchronous GRPO runs in one process (without DeepSpeed ZeRO-3)")
+    # An asynchronous run's engine starts after a resume, from the resumed weights and version.
+    engine = None if config.max_staleness else make_engine(config, policy, tokenizer, renderer)
     stream = SampleStream(len(samples), config.seed)
     filler = BatchFiller[Group](n=config.batch_size, delta=config.abf_delta, max_rounds=config.abf_max_rounds,
                                 enabled=config.abf)
@@ -174,7 +192,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         step, resumed = state["step"], state["step"]
         stream.load_state_dict(state["stream"])
         filler.buffer = state["abf_buffer"]
-        engine.push_weights(policy)
+        if engine is not None:
+            engine.push_weights(policy)
         if main:
             print(f"{COMMAND}: resumed from {state_path}", file=sys.stderr)
     metrics = Metrics(accelerator, config, resume_step=resumed)
@@ -196,36 +215,49 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         user_simulator = make_user_simulator(config, samples)
         if user_simulator is not None:
             stack.enter_context(user_simulator)
+        if engine is None:
+            halt = threading.Event()  # set on the way out: a producer waiting for the engine gives up
+            engine = make_engine(config, policy, tokenizer, renderer, version=step, halt=halt)
+            stack.callback(engine.close)
         runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
                                user_simulator=user_simulator, tau2=tau2, openenv=openenv)
 
         def save_state() -> Path:
             return save_training_state(accelerator, output / "state", step,
-                                       {"step": step, "stream": stream.state_dict(), "abf_buffer": filler.buffer},
+                                       {"step": step, "stream": source.stream_state(), "abf_buffer": filler.buffer},
                                        config.keep_last_states)
 
-        def rollout_round(rolled: list[Group]) -> list[Group]:
+        def play_round(version: int) -> Round:
             """`batch_size` new groups, played on every process's share and gathered everywhere."""
             first = stream.epoch * stream.size + stream.offset  # position in the endless stream
             indices = stream.take(config.batch_size)
             uids = [f"{samples[i]['id']}@{first + k}" for k, i in enumerate(indices)]
             share = indices[rank::world]  # may be empty: a CP batch can have fewer groups than processes
+            runner.policy_version = version
             with engine_weights(engine, accelerator, model):
                 mine = runner.play([samples[i] for i in share], config.group_size, uids[rank::world]) if share else []
             groups = interleave(gather_objects(accelerator, mine))
-            rolled.extend(groups)
-            progress.note(f"step {step + 1}: rollouts, {len(rolled)} group(s) so far")
-            return groups
+            for group in groups:
+                group.started_version = version
+            return Round(groups, stream.state_dict())
+
+        if config.max_staleness:
+            before = engine.sync if config.weight_sync == "episode" else (lambda: None)
+            source = RolloutProducer(play_round, config.max_staleness, stream.state_dict(), step, before,
+                                     last_version=total_steps, rounds_per_step=config.abf_max_rounds if config.abf else 1)
+            stack.callback(_close_producer, source, rollouts_out, config, step_of=lambda: step)
+            stack.callback(halt.set)  # (first: callbacks run last-in first-out)
+        else:
+            source = OnDemandRounds(play_round, engine, stream.state_dict())
+        engine_busy = source.busy_s
 
         while step < total_steps:
             # -- 1-2. roll out until Adaptive Batch Filling has a full batch ------------------------
-            started = time.perf_counter()
-            rolled: list[Group] = []
+            step_started = time.perf_counter()
             progress.note(f"step {step + 1}: rollouts")
-            engine.wake()
-            fill = filler.fill(functools.partial(rollout_round, rolled))
-            engine.sleep()
-            rollout_seconds = time.perf_counter() - started
+            taken = source.fill(filler, step, lambda rolled, n=step + 1: progress.note(
+                f"step {n}: rollouts, {len(rolled)} group(s) so far"))
+            fill, rolled, rollout_seconds = taken.fill, taken.rolled, taken.waited_s
             if main:
                 _report_errors(rolled, step + 1)
 
@@ -240,15 +272,23 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                 print(f"{COMMAND}: step {step + 1}: no group of the batch has reward variance, so the gradient is "
                       "zero: the forward and backward passes were skipped (the optimizer step was not)",
                       file=sys.stderr)
-            with engine_weights(engine, accelerator, model):
-                engine.push_weights(policy)
+            version = (step + 1,) if config.max_staleness else ()  # an asynchronous engine tags turns with it
+            source.push(functools.partial(_push_weights, engine, accelerator, model, policy, *version), step + 1)
             step += 1
             progress.update()
+            step_seconds = time.perf_counter() - step_started
+            engine_busy, busy = source.busy_s, source.busy_s - engine_busy
 
             # -- 4. log and checkpoint ------------------------------------------------------------
             if rollouts_out is not None:
-                _write_rollouts(rollouts_out, rolled, fill.batch, filler.buffer, step, config)
-            values = {**update, **episode_stats(rolled, "rollout"), **episode_stats(fill.batch, "batch"),
+                _write_rollouts(rollouts_out, rolled, fill.batch, filler.buffer, step, config,
+                                trained_version=step - 1 if config.max_staleness else None)
+            overlap = {"trainer_idle_fraction": rollout_seconds / step_seconds,
+                       "engine_idle_fraction": max(0.0, 1.0 - busy / step_seconds), "step_seconds": step_seconds,
+                       **staleness_metrics(fill.batch, step - 1)}
+            if config.max_staleness and main:
+                print(f"{COMMAND}: {_overlap_line(step, overlap)}", file=sys.stderr)
+            values = {**overlap, **update, **episode_stats(rolled, "rollout"), **episode_stats(fill.batch, "batch"),
                       "valid_fraction": fill.valid_fraction, "abf/rounds": fill.rounds,
                       "abf/discarded": fill.discarded, "abf/buffer": len(filler.buffer),
                       "abf/from_buffer": fill.from_buffer, "abf/capped": float(fill.capped),
@@ -256,7 +296,7 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
                       "tokens_per_s": update["update_tokens"] / update_seconds
                       if update_seconds and not update["update_skipped"] else None,
                       "rollout/generated_tokens_per_s": sum(e.generated_tokens for g in rolled for e in g.episodes)
-                      / rollout_seconds / world if rollout_seconds else None,
+                      / (busy if config.max_staleness else rollout_seconds) / world if rollout_seconds and busy else None,
                       "retokenize_mismatches": runner.retokenize_mismatches}
             metrics.log(step, values, final=step == total_steps)
             if main and step == (resumed or 0) + 1:
@@ -275,6 +315,26 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     save_weights(accelerator, model, tokenizer, output / "final")
     metrics.close()
     return output / "final"
+
+
+def _push_weights(engine, accelerator, model, policy, *version: int) -> None:
+    with engine_weights(engine, accelerator, model):
+        engine.push_weights(policy, *version)
+
+
+def _overlap_line(step: int, overlap: dict[str, float]) -> str:
+    histogram = ", ".join(f"{k.split('/')[1]}: {int(v)}" for k, v in overlap.items()
+                          if k.startswith("staleness/") and k.split("/")[1].isdigit())
+    return (f"step {step}: staleness (versions: groups) {histogram}; engine idle "
+            f"{overlap['engine_idle_fraction']:.0%}, trainer idle {overlap['trainer_idle_fraction']:.0%}")
+
+
+def _close_producer(source: RolloutProducer, rollouts_out, config: GRPOConfig, step_of: Callable[[], int]) -> None:
+    """Stop and join the producer; the groups it played that no step took go to the rollouts file as discarded."""
+    source.close()
+    if rollouts_out is not None and not rollouts_out.closed:
+        _write_rollouts(rollouts_out, source.leftover(), [], [], step_of(), config, trained_version=step_of(),
+                        reason="played ahead, but the run ended before a step took it")
 
 
 def _update(config: GRPOConfig, accelerator, model, reference, optimizer, scheduler, batch: list[Group],
@@ -337,9 +397,9 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                                          entropy_coef=config.entropy_coef)
                     mask = inputs.loss_mask
                     loss = terms.loss
-                    if correction.enabled(config):  # truncated IS for the vLLM/trainer mismatch
+                    if correction.enabled(config):  # truncated IS: stale episodes, the vLLM/trainer mismatch
                         weights, mismatch = correction.micro_batch([episodes[i] for i in micro], old_logprobs, mask,
-                                                                   config.vllm_importance_sampling_cap)
+                                                                   correction.cap(config))
                         loss = correction.weighted_loss(loss, weights)
                         sums.update({k: sums[k] + v for k, v in mismatch.items()})
                     share = objective_share(loss, mask, config.loss_average, totals["tokens"], sequences)
@@ -457,13 +517,15 @@ def _open_rollouts(path: str | None, resumed: int | None):
 
 
 def _write_rollouts(handle, rolled: list[Group], batch: list[Group], buffer: list[Group], step: int,
-                    config: GRPOConfig) -> None:
+                    config: GRPOConfig, *, trained_version: int | None = None, reason: str | None = None) -> None:
+    """`trained_version` (asynchronous runs): the policy version of the step, for each record's staleness."""
     in_batch = {g.uid: index for index, g in enumerate(batch)}
     buffered = {g.uid for g in buffer}
     for group in rolled:
         status = "trained" if group.uid in in_batch else "buffered" if group.uid in buffered else "discarded"
         for episode in group.episodes:
             record = rollout_record(group, episode, command=COMMAND, step=step, group_index=in_batch.get(group.uid),
-                                    status=status, model=config.model, seed=config.seed)
+                                    status=status, model=config.model, seed=config.seed,
+                                    trained_version=trained_version, reason=reason)
             handle.write(dumps(record))
     handle.flush()

@@ -74,6 +74,7 @@ class Episode:
     user_stop: str | None = None      # the stop token the user simulator ended with
     error: str | None = None          # why the episode ended with finish_reason "error"
     sampler_logprobs: list[float] | None = None  # the engine's log-prob of each token it generated (NaN elsewhere)
+    turn_versions: list[int] = field(default_factory=list)  # the policy version that generated each turn
     session: Any = None               # the environment session while the episode runs
 
     @property
@@ -92,6 +93,12 @@ class Group:
     uid: str              # sample id @ position in the sample stream: unique over a run
     sample_id: str
     episodes: list[Episode]
+    started_version: int = 0  # the policy version when its rollout round started
+
+    @property
+    def oldest_version(self) -> int:
+        """The policy version of its oldest turn (the round's start when no episode played a turn)."""
+        return min((v for e in self.episodes for v in e.turn_versions), default=self.started_version)
 
     @property
     def rewards(self) -> list[float]:
@@ -120,6 +127,7 @@ class EpisodeRunner:
         self.settings = settings
         self.reward_fn = reward_fn or self._default_reward
         self.retokenize_mismatches = 0
+        self.policy_version = 0  # tags the turns of an engine that does not say which version generated them
         self._warned_mismatch = False
         self._lock = threading.Lock()
 
@@ -187,6 +195,7 @@ class EpisodeRunner:
         """Append the turn; None when the episode ends without acting on it."""
         ids = generation.token_ids
         correction.record(episode, generation.logprobs, len(episode.token_ids))
+        episode.turn_versions.append(self.policy_version if generation.version is None else generation.version)
         reply = self.renderer.read_generation(ids, episode.token_ids, generation.stopped, episode.sample["tools"])
         episode.token_ids += ids
         episode.loss_mask += [1] * len(ids)
@@ -391,7 +400,7 @@ def _closer(context, episode: Episode):
 
 def rollout_record(group: Group, episode: Episode, *, command: str, step: int | None = None,
                    group_index: int | None = None, status: str | None = None, model: str | None = None,
-                   seed: int | None = None) -> dict:
+                   seed: int | None = None, trained_version: int | None = None, reason: str | None = None) -> dict:
     """A `rollout` record (docs/formats.md) of one finished episode."""
     from astra_core.records import add_provenance, new_record
 
@@ -412,4 +421,8 @@ def rollout_record(group: Group, episode: Episode, *, command: str, step: int | 
         record["group"] = group_index
     if status is not None:
         record["status"] = status  # trained | buffered | discarded (Adaptive Batch Filling)
+    if reason is not None:
+        record["reason"] = reason  # why a group was discarded
+    if trained_version is not None:  # asynchronous runs: which policy versions played it, how far behind it was
+        record.update(policy_versions=episode.turn_versions, staleness=trained_version - group.oldest_version)
     return add_provenance(record, command, model=model, seed=seed)

@@ -30,6 +30,8 @@ class Generation:
     # The sampler's log-prob of each generated token, where the engine reports them (vLLM): the
     # denominator of the rollout/trainer importance-sampling correction (engines/correction.py).
     logprobs: list[float] | None = None
+    # The policy version (updates done) whose weights generated it, where the engine knows (asynchronous runs).
+    version: int | None = None
 
 
 class Engine(Protocol):

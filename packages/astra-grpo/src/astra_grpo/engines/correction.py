@@ -12,6 +12,17 @@ own policy; the cap C bounds the variance a rare large ratio would bring.
 Per episode, the sampler's log-probs are kept aligned with its tokens: the value vLLM reported on
 generated tokens, NaN elsewhere (prompt, observations). A generated token whose sampler log-prob is
 NaN gets weight 0 (it cannot be corrected); tokens outside the loss mask get weight 1 (they carry no loss).
+
+Asynchronous GRPO (max_staleness > 0) trains on episodes a few policy versions old with the same weight: this is
+AReaL's decoupled objective. The clip is taken around the *proximal* policy, the trainer's weights at the start
+of the update (the old log-probs the update computes anyway), and the *behaviour* policy that sampled the tokens
+(whichever version it was, the engine's reported log-probs) enters only through the truncated weight
+
+    loss_t = -min(C, pi_prox(y_t) / pi_behav(y_t)) * min(r_t A, clip(r_t, 1 - eps_low, 1 + eps_high) A),
+    r_t = pi_theta(y_t) / pi_prox(y_t)
+
+(the cap C is `behaviour_weight_cap`). When the behaviour policy is the proximal one (on-policy) every weight is
+exactly 1 and the loss is the synchronous one.
 """
 
 from __future__ import annotations
@@ -25,9 +36,15 @@ UNSAMPLED = math.nan  # the sampler log-prob of a token the policy did not gener
 
 
 def enabled(config) -> bool:
-    """The correction is on for the vLLM engine (GRPOConfig.vllm_importance_sampling); the transformers engine
-    samples with the trainer's own model, where there is no mismatch to correct."""
-    return config.engine == "vllm" and config.vllm_importance_sampling
+    """The correction is on for asynchronous runs (the decoupled objective) and for the vLLM engine
+    (GRPOConfig.vllm_importance_sampling); the synchronous transformers engine samples with the trainer's own
+    model, where there is nothing to correct."""
+    return config.max_staleness > 0 or (config.engine == "vllm" and config.vllm_importance_sampling)
+
+
+def cap(config) -> float:
+    """The cap C of the weights: the decoupled objective's in asynchronous runs, else the vLLM correction's."""
+    return config.behaviour_weight_cap if config.max_staleness > 0 else config.vllm_importance_sampling_cap
 
 
 def record(episode, generated: Sequence[float] | None, start: int) -> None:

@@ -41,13 +41,16 @@ class TransformersEngine:
     per-call collective could not line up)."""
 
     def __init__(self, model, pad_id: int, stop_ids: list[int], *, batch_size: int = 64, share_prompts: bool = True,
-                 keep_cache: bool = True):
+                 keep_cache: bool = True, report_logprobs: bool = False):
         self.model = model
         self.pad_id = pad_id
         self.stop_ids = set(stop_ids)
         self.batch_size = batch_size
         self.share_prompts = share_prompts  # read a prompt repeated in one call (a GRPO group) once
         self.keep_cache = keep_cache        # keep each keyed episode's KV cache for its next turn
+        # report each sampled token's log-prob at the sampling temperature (before top-k/top-p), as the trainer
+        # computes it: the behaviour policy of the decoupled objective (engines/correction.py)
+        self.report_logprobs = report_logprobs
         self._cached: dict[Hashable, _Cached] = {}
 
     def generate(self, prompts: list[list[int]], max_new_tokens: list[int], sampling: Sampling,
@@ -89,15 +92,19 @@ class TransformersEngine:
         logits = self._forward(block, mask, past)
         processors = _warpers(sampling)
         generated: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
         fed: list[list[int]] = [list(prompt) for prompt in prompts]  # tokens whose keys/values `past` holds
         live = [True] * len(prompts)
         for _ in range(max(budgets)):
             tokens = _pick(logits, processors, sampling)
+            chosen = _chosen_logprobs(logits, tokens, sampling) if self.report_logprobs else None
             feeding = [False] * len(prompts)
             for row, token in enumerate(tokens):
                 if not live[row]:
                     continue
                 generated[row].append(token)
+                if chosen is not None:
+                    logprobs[row].append(chosen[row])
                 feeding[row] = True
                 if token in self.stop_ids or len(generated[row]) >= budgets[row]:
                     live[row] = False
@@ -113,7 +120,8 @@ class TransformersEngine:
                 if feeding[row]:
                     fed[row].append(token)
         self._keep(keys, fed, past, mask)
-        return [Generation(ids, bool(ids) and ids[-1] in self.stop_ids) for ids in generated]
+        return [Generation(ids, bool(ids) and ids[-1] in self.stop_ids, logprobs[row] if self.report_logprobs else None)
+                for row, ids in enumerate(generated)]
 
     @property
     def _device(self):
@@ -236,3 +244,10 @@ def _pick(logits: torch.Tensor, processors: LogitsProcessorList, sampling: Sampl
         return logits.argmax(dim=-1).tolist()
     scores = processors(None, logits)
     return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(-1).tolist()
+
+
+def _chosen_logprobs(logits: torch.Tensor, tokens: list[int], sampling: Sampling) -> list[float]:
+    """log softmax(logits / temperature) of each row's sampled token (greedy: temperature 1)."""
+    scaled = logits if sampling.greedy else logits / sampling.temperature
+    picked = torch.tensor(tokens, device=logits.device)[:, None]
+    return torch.log_softmax(scaled.float(), dim=-1).gather(1, picked).squeeze(1).tolist()
