@@ -53,6 +53,8 @@ STEPS = (
          "episodes over OpenEnv", ("openenv/rejects.jsonl",)),
     Step("50-grpo", ("grpo/sft_data.jsonl", "grpo/rl_data.jsonl"), "trajectories and RL samples",
          ("grpo/train_rollouts.jsonl", "grpo/rollouts.jsonl"), "episodes", ("grpo/rejects.*.jsonl",)),
+    Step("51-async", ("grpo/rl_data.jsonl",), "RL samples", ("async/k*.rollouts.jsonl",),
+         "episodes (k=0 and k=1)"),
     Step("52-families", ("families/model-families.md",), "", ("families/refused.txt",), "",
          in_detail="family_templates", detail="family_refusal"),
     Step("55-cp", ("cp/rl_data.jsonl",), "RL samples", ("cp/sft/metrics.jsonl", "cp/grpo/metrics.jsonl"),

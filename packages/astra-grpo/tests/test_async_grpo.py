@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from astra_core.schema import validate
 from astra_grpo import grpo
 from astra_grpo.async_rollout import ProducerFailed
 from astra_grpo.grpo import train_grpo
@@ -107,6 +108,8 @@ def test_an_asynchronous_run_trains_within_its_staleness_bound(tiny_llama, sampl
         assert 0 <= m["engine_idle_fraction"] <= 1 and 0 <= m["trainer_idle_fraction"] <= 1
         assert "is/weight_mean" in m  # the decoupled objective's behaviour weights
     records = rollouts(out)
+    for record in records:  # policy_versions, staleness, status and reason as the rollout schema documents them
+        validate(record, "rollout")
     trained = [r for r in records if r["status"] == "trained"]
     assert trained and all(r["staleness"] == r["step"] - 1 - min(r["policy_versions"] or [r["step"] - 1])
                            for r in trained if r["policy_versions"])
