@@ -1,4 +1,4 @@
-"""Start-up is a behaviour: `--help` of every command and subcommand imports neither torch, transformers nor numpy
+"""Start-up is a behaviour: `--help` of every command and subcommand imports none of torch, transformers, numpy, ray and openenv
 (each costs a second or more and hundreds of MB). Each command's tree is walked in a fresh interpreter, through
 its console-script entry point, checking the loaded modules after every `--help`, so the first help that pulls a
 heavy library is the one named (the timing itself is `benchmarks/cli_startup.py`)."""
@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-HEAVY = ("torch", "transformers", "numpy")
+HEAVY = ("torch", "transformers", "numpy", "ray", "openenv")
 COMMANDS = sorted(ep.name for ep in entry_points(group="console_scripts") if ep.name.startswith("astra-"))
 
 WALK = """
