@@ -26,6 +26,7 @@ import asyncio
 import errno
 import itertools
 import json
+import os
 import socket
 import sys
 import threading
@@ -91,7 +92,7 @@ def load_samples(paths: Iterable[str], *, skip_bad: bool = False, rejects: str |
     samples: list[dict] = []
     seen: set[str] = set()
     skipped = 0
-    with open(rejects, "ab") if rejects else _nowhere() as bad:  # noqa: SIM115
+    with open(rejects or os.devnull, "ab") as bad:
         for source, lineno, raw in iter_raw_lines(list(paths)):
             try:
                 record = parse_line(source, lineno, raw, "rl_sample").record
@@ -118,17 +119,6 @@ def load_samples(paths: Iterable[str], *, skip_bad: bool = False, rejects: str |
     if skipped:
         print(f"{COMMAND}: {skipped} sample(s) skipped{f' (in {rejects})' if rejects else ''}", file=sys.stderr)
     return samples
-
-
-class _nowhere:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        pass
-
-    def write(self, data: bytes) -> None:
-        pass
 
 
 class SampleCatalog:
