@@ -1,9 +1,10 @@
-"""Why benchmarks/results/async_rl.txt shows no overlap: one update (forward + backward over 4 x 500 tokens of the
-SFT'd SmolLM2-135M, one thread) alone, then beside the rollout engine process generating without pause. Wall time
-and the update thread's CPU time: the same CPU time with twice the wall time means the update waited for a core
-(the machine's other load), not that the engine slowed it (memory bandwidth, the GIL).
+"""What the second core is worth to asynchronous GRPO (benchmarks/async_rl.py): one update (forward + backward over
+4 x 500 tokens of the SFT'd SmolLM2-135M, one thread) alone, then beside the rollout engine process generating
+without pause. Wall time and the update thread's CPU time: the same CPU time with more wall time means the update
+waited for a core (other load on the machine), a higher CPU time that the engine slowed it (memory bandwidth).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/async_overlap_probe.py out/async_rl/sft/final
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/async_overlap_probe.py out/async_rl/sft/final \
+        | tee benchmarks/results/async_overlap_probe.txt
 """
 
 import os
