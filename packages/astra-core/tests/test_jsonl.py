@@ -6,7 +6,7 @@ import sys
 
 import pytest
 from astra_core.formats_doc import example
-from astra_core.jsonl import MalformedLine, UnreadableInput, parse_line, read_jsonl, write_jsonl
+from astra_core.jsonl import MalformedLine, UnreadableInput, load_checked, parse_line, read_jsonl, write_jsonl
 from astra_core.schema import RecordError
 
 
@@ -310,3 +310,46 @@ def test_further_down_only_a_bare_opening_bracket_is_taken_for_a_multi_line_docu
     an interrupted write, and is not told to be converted with jq."""
     assert malformed(raw, lineno=5).endswith(MULTI_LINE) is hinted
     assert malformed(raw, lineno=1).endswith(MULTI_LINE)
+
+
+def _trajectory(record_id: str, assistant: bool = True) -> dict:
+    messages = [{"role": "user", "content": "q"}] + ([{"role": "assistant", "content": "a"}] if assistant else [])
+    return {"id": record_id, "messages": messages, "tools": [], "meta": {}}
+
+
+def _needs_an_assistant_turn(record: dict) -> None:
+    if not any(m["role"] == "assistant" for m in record["messages"]):
+        raise RecordError("no assistant turn", record_id=record["id"], field="messages")
+
+
+def test_load_checked_stops_at_the_first_bad_record_naming_file_line_and_field(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(_trajectory("a")) + "\n" + json.dumps(_trajectory("b", assistant=False)) + "\n")
+    with pytest.raises(RecordError) as raised:
+        load_checked([str(path)], "trajectory", stage="train", check=_needs_an_assistant_turn)
+    assert str(raised.value).startswith(f"{path}:2") and "b" in str(raised.value)
+    assert raised.value.field == "messages" and "no assistant turn" in str(raised.value)
+
+
+def test_load_checked_skipping_keeps_every_record_in_output_or_rejects(tmp_path, capsys):
+    path, rejects = tmp_path / "t.jsonl", tmp_path / "rejects.jsonl"
+    lines = [json.dumps(_trajectory("a")), "not json", json.dumps({"id": "c"}),
+             json.dumps(_trajectory("d", assistant=False)), json.dumps(_trajectory("e"))]
+    path.write_text("\n".join(lines) + "\n")
+    kept = load_checked([str(path)], "trajectory", stage="train", check=_needs_an_assistant_turn, skip_bad=True,
+                        rejects=str(rejects))
+    assert [r["id"] for r in kept] == ["a", "e"]
+    rejected = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [r["source"] for r in rejected] == [f"{path}:2", f"{path}:3", f"{path}:4"]
+    assert [r["id"] for r in rejected] == [None, "c", "d"] and {r["stage"] for r in rejected} == {"train"}
+    assert rejected[0]["line"].rstrip("\n") == "not json" and "invalid JSON" in rejected[0]["reason"]
+    assert "'messages' is a required property" in rejected[1]["reason"] and "no assistant turn" in rejected[2]["reason"]
+    assert "train: 3 trajectory record(s) skipped" in capsys.readouterr().err
+
+
+def test_load_checked_with_nothing_usable_is_an_error(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(_trajectory("d", assistant=False)) + "\n")
+    with pytest.raises(RecordError, match="no usable trajectory record in"):
+        load_checked((p for p in [str(path)]), "trajectory", stage="train", check=_needs_an_assistant_turn,
+                     skip_bad=True)

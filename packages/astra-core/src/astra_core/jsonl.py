@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -227,6 +228,46 @@ def read_jsonl(paths: str | Path | Iterable[str | Path], kind: str | None = None
         paths = [paths]
     for source, lineno, raw in iter_raw_lines(str(p) for p in paths):
         yield parse_line(source, lineno, raw, kind).record
+
+
+def load_checked(paths: Iterable[str], kind: str, *, stage: str, check: Callable[[dict], None] | None = None,
+                 skip_bad: bool = False, rejects: str | None = None) -> list[dict]:
+    """Every record of `paths` valid as `kind` that `check` accepts (it raises RecordError naming the field), read
+    into memory in order, for a command that needs all of its input before it starts (a trainer, a server).
+
+    A bad record stops it with file, line, id and field; with `skip_bad` it goes to stderr and, when given, the
+    `rejects` file (appended, as a stage writes it: id, reason, stage, source, the line when it is no record).
+    No record left is an error too."""
+    paths = list(paths)
+    records: list[dict] = []
+    skipped = 0
+    with open(rejects or os.devnull, "ab") as rejected:
+        for source, lineno, raw in iter_raw_lines(paths):
+            try:
+                record = parse_line(source, lineno, raw, kind).record
+                if check is not None:
+                    try:
+                        check(record)
+                    except RecordError as exc:
+                        raise exc.located(source, lineno) from None
+            except RecordError as exc:
+                if not skip_bad:
+                    raise
+                skipped += 1
+                print(f"{stage}: skipping {exc}", file=sys.stderr)
+                entry = {"id": exc.record_id, "reason": f"malformed: {exc}", "stage": stage,
+                         "source": f"{source}:{lineno}"}
+                if isinstance(exc, MalformedLine):
+                    entry["line"] = raw.decode("utf-8", "replace")
+                rejected.write(dumps(entry))
+                continue
+            records.append(record)
+    if skipped:
+        print(f"{stage}: {skipped} {kind_name(kind)} record(s) skipped{f' (in {rejects})' if rejects else ''}",
+              file=sys.stderr)
+    if not records:
+        raise RecordError(f"no usable {kind_name(kind)} record in {', '.join(paths)}")
+    return records
 
 
 def write_jsonl(path_or_handle: str | Path | IO[bytes], records: Iterable[dict]) -> int:

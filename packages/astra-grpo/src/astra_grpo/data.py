@@ -7,11 +7,10 @@ its file, line, id and field (or, with `skip_bad`, goes to the rejects file with
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
+from astra_core.jsonl import dumps, load_checked
 from astra_core.schema import RecordError
 
 REWARD_KINDS_NEEDING_JOB = ("f1", "recall", "precision")
@@ -67,37 +66,9 @@ CHECKS = {"rl_sample": check_rl_sample, "trajectory": check_trajectory}
 
 def load_records(paths: Iterable[str], kind: str, *, skip_bad: bool = False, rejects: str | None = None,
                  check=None) -> list[dict]:
-    """All records of `paths` as `kind`, schema- and content-checked."""
-    check = check or CHECKS.get(kind)
-    records: list[dict] = []
-    bad_handle = open(rejects, "ab") if rejects else None  # noqa: SIM115
-    try:
-        for source, lineno, raw in iter_raw_lines(list(paths)):
-            try:
-                record = parse_line(source, lineno, raw, kind).record
-                if check is not None:
-                    try:
-                        check(record)
-                    except RecordError as exc:
-                        raise exc.located(source, lineno) from None
-            except RecordError as exc:
-                if not skip_bad:
-                    raise
-                print(f"astra-grpo: skipping {exc}", file=sys.stderr)
-                if bad_handle:
-                    entry = {"id": exc.record_id, "reason": f"malformed: {exc}", "stage": f"astra-grpo load {kind}",
-                             "source": f"{source}:{lineno}"}
-                    if isinstance(exc, MalformedLine):
-                        entry["line"] = raw.decode("utf-8", "replace")
-                    bad_handle.write(dumps(entry))
-                continue
-            records.append(record)
-    finally:
-        if bad_handle:
-            bad_handle.close()
-    if not records:
-        raise RecordError(f"no usable {kind} records in {', '.join(paths)}")
-    return records
+    """All records of `paths` as `kind`, schema- and content-checked (`check`, default the kind's own)."""
+    return load_checked(paths, kind, stage=f"astra-grpo load {kind}", check=check or CHECKS.get(kind),
+                        skip_bad=skip_bad, rejects=rejects)
 
 
 def write_rejects(path: str | None, stage: str, dropped: list[tuple[dict, str]]) -> None:

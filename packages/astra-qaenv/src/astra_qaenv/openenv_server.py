@@ -26,7 +26,6 @@ import asyncio
 import errno
 import itertools
 import json
-import os
 import socket
 import sys
 import threading
@@ -34,7 +33,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-from astra_core.jsonl import MalformedLine, dumps, iter_raw_lines, parse_line
+from astra_core.jsonl import load_checked
 from astra_core.schema import RecordError
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
@@ -89,36 +88,15 @@ def check_servable(record: dict) -> None:
 def load_samples(paths: Iterable[str], *, skip_bad: bool = False, rejects: str | None = None) -> list[dict]:
     """The rl_samples of `paths` that can be served, in order. A bad or unservable one stops the server with
     file, line and field, or with `skip_bad` goes to `rejects` (and stderr) with that reason."""
-    samples: list[dict] = []
     seen: set[str] = set()
-    skipped = 0
-    with open(rejects or os.devnull, "ab") as bad:
-        for source, lineno, raw in iter_raw_lines(list(paths)):
-            try:
-                record = parse_line(source, lineno, raw, "rl_sample").record
-                try:
-                    check_servable(record)
-                    if record["id"] in seen:
-                        raise RecordError("duplicate id", record_id=record["id"], field="id")
-                except RecordError as exc:
-                    raise exc.located(source, lineno) from None
-            except RecordError as exc:
-                if not skip_bad:
-                    raise
-                skipped += 1
-                print(f"{COMMAND}: skipping {exc}", file=sys.stderr)
-                entry = {"id": exc.record_id, "reason": exc.message, "stage": COMMAND, "source": f"{source}:{lineno}"}
-                if isinstance(exc, MalformedLine):
-                    entry["line"] = raw.decode("utf-8", "replace")
-                bad.write(dumps(entry))
-                continue
-            seen.add(record["id"])
-            samples.append(record)
-    if not samples:
-        raise RecordError(f"no servable rl_sample in {', '.join(paths)}")
-    if skipped:
-        print(f"{COMMAND}: {skipped} sample(s) skipped{f' (in {rejects})' if rejects else ''}", file=sys.stderr)
-    return samples
+
+    def servable(sample: dict) -> None:
+        check_servable(sample)
+        if sample["id"] in seen:
+            raise RecordError("duplicate id", record_id=sample["id"], field="id")
+        seen.add(sample["id"])
+
+    return load_checked(paths, "rl_sample", stage=COMMAND, check=servable, skip_bad=skip_bad, rejects=rejects)
 
 
 class SampleCatalog:
