@@ -246,3 +246,34 @@ def test_the_session_ray_leaves_the_test_process_sigterm_handler_as_it_was(local
     took the SIGTERM that astra-grpo's resume tests send to their own trainer (they failed, and the session
     aborted at exit, when a Ray test ran first)."""
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+_FIXTURE_TESTS = '''
+import ray
+
+
+def test_in_process(local_ray):
+    assert len(ray.data.range(8).map_batches(lambda batch: batch).take_all()) == 8
+
+
+def test_cluster(ray_cluster):
+    assert ray_cluster.address.startswith("127.0.0.1:")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("selected", ["test_cluster", "test_in_process or test_cluster"])
+def test_a_session_with_the_ray_fixtures_ends_cleanly_for_a_user_ray_never_ran_for(tmp_path, selected):
+    """A user whose ~/.ray has no token yet gets a cluster (`ray start` with token authentication makes none), and
+    a session that ran Ray Data on local_ray before it used ray_cluster ends with its summary (`ray stop` used to
+    end the in-process Ray too, and the driver, its Ray Data threads still talking to it, exited with status 1
+    before pytest could report)."""
+    (tmp_path / "test_fixtures.py").write_text(_FIXTURE_TESTS)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-k", selected,
+                           str(tmp_path / "test_fixtures.py")], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=600)
+    said = done.stdout[-3000:] + done.stderr[-2000:]
+    assert done.returncode == 0 and f"{selected.count('test_')} passed" in done.stdout.splitlines()[-1], said

@@ -19,9 +19,10 @@ AS_NOBODY = TESTS.parents[2] / "scripts" / "as_nobody.py"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="without root, this whole suite is the run without root")
-def test_the_sandbox_and_its_hostile_suite_without_root():
+def test_the_sandbox_and_its_hostile_suite_without_root(request):
+    selected = ["-m", request.config.option.markexpr] if request.config.option.markexpr else []  # (make test: not slow)
     command = [sys.executable, str(AS_NOBODY), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--ignore", f"{TESTS}/test_rootless.py", str(TESTS)]
+               *selected, "--ignore", f"{TESTS}/test_rootless.py", str(TESTS)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=TESTS, timeout=600)
     summary = done.stdout[-3000:] + done.stderr[-2000:]
     assert done.returncode == 0, summary

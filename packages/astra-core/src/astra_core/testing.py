@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -257,12 +258,15 @@ def _bin(name: str):
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     """A Ray cluster of two nodes on this machine, each with 1 CPU, as docs/ray.md starts one: `ray start --head`,
-    then a second node joining with token authentication (the head turns it on). Addresses are given as 127.0.0.1
-    (Ray registers a node of a cluster of several under the machine's address). `ray stop` at the end, also after a
-    failure. Session-wide: `ray stop` ends every Ray of this user on the machine."""
+    then a second node joining with token authentication (the head turns it on). The cluster has a token of its
+    own (RAY_AUTH_TOKEN in every command's environment): `ray start` with token authentication does not make one,
+    and the user's ~/.ray/auth_token exists only once a `ray.init()` has run as that user. Addresses are given as
+    127.0.0.1 (Ray registers a node of a cluster of several under the machine's address). `ray stop` at the end,
+    also after a failure. Session-wide: `ray stop` ends every Ray of this user on the machine."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env["RAY_AUTH_MODE"] = "token"
+    env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     port = closed_port()
     ray = str(_bin("ray"))
     try:
@@ -272,7 +276,13 @@ def ray_cluster() -> Iterator[RayCluster]:
         cluster.add_node()
         yield cluster
     finally:
+        _shut_down_ray_here()  # `ray stop` would end local_ray's Ray too, and a driver whose Ray died exits
         subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=300)
+
+
+def _shut_down_ray_here() -> None:
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
 
 
 def records_as_run(path) -> list[str]:
