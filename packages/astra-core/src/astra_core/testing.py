@@ -276,8 +276,10 @@ def ray_cluster() -> Iterator[RayCluster]:
         cluster.add_node()
         yield cluster
     finally:
-        _shut_down_ray_here()  # `ray stop` would end local_ray's Ray too, and a driver whose Ray died exits
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=300)
+        try:
+            _shut_down_ray_here()  # `ray stop` would end local_ray's Ray too, and a driver whose Ray died exits
+        finally:
+            subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=300)
 
 
 def _shut_down_ray_here() -> None:
