@@ -124,6 +124,28 @@ def test_the_grpo_update_equals_the_padded_one(fresh_accelerate_state, shape, ki
     assert metrics["update_forwarded_tokens"] <= dense_metrics["update_forwarded_tokens"]
 
 
+OBJECTIVES = [  # (loss_type, importance_sampling_level, loss_average, clip_delta): GSPO, Dr. GRPO, LUSPO, ...
+    ("clip", "sequence", "sequence", 0.0), ("clip", "token", "fixed", 0.0), ("clip", "sequence", "sequence_sum", 0.0),
+    ("cispo", "token", "token", 0.0), ("sapo", "token", "sequence", 0.0), ("clip", "token", "token", 1.1)]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=shapes, kind=st.sampled_from(["tree", "packed"]), budget=st.sampled_from([None, 12, 200]),
+       objective=st.sampled_from(OBJECTIVES), passes=st.sampled_from([1, 2]))
+def test_every_objective_updates_alike_in_every_layout(fresh_accelerate_state, shape, kind, budget, objective,
+                                                       passes):
+    loss_type, level, averaging, delta = objective
+    groups = random_groups(shape)
+    common = dict(loss_type=loss_type, importance_sampling_level=level, loss_average=averaging, clip_delta=delta,
+                  num_iterations=passes, clip_eps_low=0.02, clip_eps_high=0.05, max_response_length=64)
+    dense_metrics, dense = run_grpo_update(groups, {**common, "layout": "padded",
+                                                    "micro_batch_size": shape.group_size})
+    metrics, params = run_grpo_update(groups, {**common, "layout": kind, "max_tokens_per_microbatch": budget})
+    torch.testing.assert_close(params, dense, rtol=1e-4, atol=1e-6)
+    for name in ("loss", "ratio_mean", "clip_fraction", "update_tokens"):
+        assert metrics[name] == pytest.approx(dense_metrics[name], rel=1e-5, abs=1e-6), name
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=shapes, kind=st.sampled_from(["tree", "packed"]), budget=st.sampled_from([None, 10, 30, 200]),
        averaging=st.sampled_from(["token", "sequence"]))

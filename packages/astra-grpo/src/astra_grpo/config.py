@@ -176,9 +176,27 @@ class GRPOConfig(TrainConfig):
     clip_eps_high: float = knob(0.2, "Upper clip range: ratio <= 1 + eps_high (DAPO-style decoupling when "
                                      "different from eps_low).", minimum=0)
     loss_average: str = knob("token", "token: batch-level token averaging (Eq. 32: sum over all response "
-                                      "tokens of the mini-batch / their count) | sequence: each sequence's "
-                                      "token mean, averaged over sequences (Eq. 23).",
-                             choices=("token", "sequence"))
+                                      "tokens of the mini-batch / their count; DAPO) | sequence: each sequence's "
+                                      "token mean, averaged over sequences (Eq. 23; GRPO) | sequence_sum: each "
+                                      "sequence's token sum, averaged over sequences (LUSPO, arXiv 2602.05261) | "
+                                      "fixed: the token sum / (sequences x max_response_length), a constant "
+                                      "(Dr. GRPO, arXiv 2503.20783: no length bias).",
+                             choices=("token", "sequence", "sequence_sum", "fixed"))
+    loss_type: str = knob("clip", "The policy surrogate: clip (the clipped surrogate of PPO/GRPO/DAPO, Eq. 32) | "
+                                  "cispo (MiniMax-M1, arXiv 2506.13585: the ratio, capped at 1 + clip_eps_high and "
+                                  "detached, weights A log pi: clipped tokens keep a gradient) | sapo (SAPO, arXiv "
+                                  "2511.20347: a sigmoid gate (4/tau) sigmoid(tau (r - 1)) instead of the hard clip).",
+                          choices=("clip", "cispo", "sapo"))
+    importance_sampling_level: str = knob("token", "token: a ratio per token | sequence: one ratio per sequence, "
+                                                   "exp of its tokens' mean log-ratio, clipped as a whole (GSPO, "
+                                                   "arXiv 2507.18071; LUSPO with loss_average sequence_sum).",
+                                          choices=("token", "sequence"))
+    clip_delta: float = knob(0.0, "Two-sided clipping (INTELLECT-2, arXiv 2505.07291): with a negative advantage "
+                                  "the ratio is also capped at this value (0: off; must be > 1 + clip_eps_high). "
+                                  "loss_type clip only.", minimum=0)
+    sapo_temperature_pos: float = knob(1.0, "loss_type sapo: the gate's temperature tau for positive advantages.",
+                                       minimum=0)
+    sapo_temperature_neg: float = knob(1.05, "loss_type sapo: tau for non-positive advantages.", minimum=0)
     scale_rewards: str = knob("group", "What the mean-centred rewards are divided by: group (each group's std, "
                                        "GRPO) | batch (the std of the whole batch) | none (Dr. GRPO). A group whose "
                                        "rewards are all equal always gets advantages of exactly 0.",
@@ -270,6 +288,12 @@ class GRPOConfig(TrainConfig):
         _check(self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0,
                "mini_batch_size", f"must divide batch_size ({self.batch_size})")
         _check(self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
+        _check(self.clip_delta == 0 or self.clip_delta > 1 + self.clip_eps_high, "clip_delta",
+               f"must be 0 (off) or > 1 + clip_eps_high ({1 + self.clip_eps_high})")
+        _check(self.clip_delta == 0 or self.loss_type == "clip", "clip_delta",
+               f"two-sided clipping applies to loss_type clip, not {self.loss_type}")
+        _check(self.loss_type != "sapo" or (self.sapo_temperature_pos > 0 and self.sapo_temperature_neg > 0),
+               "sapo_temperature_pos", "the SAPO temperatures must be > 0")
         _check(self.temperature > 0, "temperature", "must be > 0 (log-probs are taken at this temperature)")
         _check(self.top_p > 0, "top_p", "must be in (0, 1]")
         _check(self.vllm_gpu_memory_utilization > 0, "vllm_gpu_memory_utilization", "must be in (0, 1]")
@@ -278,6 +302,16 @@ class GRPOConfig(TrainConfig):
                "an asynchronous run (max_staleness > 0) generates while it trains: vLLM cannot sleep (--no-vllm-sleep)")
         _check(not (self.max_staleness and self.engine == "vllm" and self.weight_sync != "turn"), "weight_sync",
                "the vLLM engine takes pushed weights at once, between two turns: weight_sync turn")
+
+    def objective(self):
+        """The policy surrogate these knobs choose (a loss.Objective; imported here, not at the top: the config
+        is read by `--help`, which must not import torch)."""
+        from astra_grpo.loss import Objective
+
+        return Objective(loss_type=self.loss_type, importance_sampling_level=self.importance_sampling_level,
+                         eps_low=self.clip_eps_low, eps_high=self.clip_eps_high, delta=self.clip_delta,
+                         sapo_temperature_pos=self.sapo_temperature_pos,
+                         sapo_temperature_neg=self.sapo_temperature_neg)
 
     def accumulation_steps(self, world_size: int) -> int:
         """Micro-batches per optimizer update on one process (checks the batch splits evenly)."""

@@ -370,6 +370,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     old = None if reuse else _logprobs_of(model, layouts, config, device)
     ref = _logprobs_of(reference, layouts, config, device) if reference is not None else None
 
+    objective = config.objective()
     lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
     sums = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "ratio": 0.0, "kl": 0.0, "entropy": 0.0,
             "tokens": 0.0, "update_tokens": 0.0, "forwarded_tokens": 0.0}
@@ -392,7 +393,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                     terms = policy_terms(logprobs, old_logprobs,
                                          torch.tensor([advantages[i] for i in micro], dtype=torch.float32,
                                                       device=device),
-                                         eps_low=config.clip_eps_low, eps_high=config.clip_eps_high,
+                                         objective=objective, mask=inputs.loss_mask,
                                          ref_logprobs=ref_logprobs, kl_coef=config.kl_coef, entropies=entropies,
                                          entropy_coef=config.entropy_coef)
                     mask = inputs.loss_mask
@@ -402,7 +403,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                                                                    correction.cap(config))
                         loss = correction.weighted_loss(loss, weights)
                         sums.update({k: sums[k] + v for k, v in mismatch.items()})
-                    share = objective_share(loss, mask, config.loss_average, totals["tokens"], sequences)
+                    share = objective_share(loss, mask, config.loss_average, totals["tokens"], sequences,
+                                            fixed_length=config.max_response_length)
                     accelerator.backward(share * scale)
                     if accelerator.sync_gradients:
                         grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm or math.inf)

@@ -52,22 +52,101 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "group
 class PolicyTerms:
     """Per-token quantities of one micro-batch ([B, T], meaningful where the mask is 1)."""
 
-    loss: torch.Tensor       # the per-token loss: -min(ratio * A, clip(ratio) * A) (+ beta KL - c H)
-    ratio: torch.Tensor
+    loss: torch.Tensor       # the per-token loss of the chosen surrogate (+ beta KL - c H)
+    ratio: torch.Tensor      # the importance ratio the surrogate used (per token, or its sequence's, broadcast)
     clipped_low: torch.Tensor   # 1 where the lower clip bound is the active term
-    clipped_high: torch.Tensor  # 1 where the upper clip bound is the active term
+    clipped_high: torch.Tensor  # 1 where the upper bound (clip, CISPO's cap, two-sided delta) is the active term
     kl: torch.Tensor | None
 
 
+@dataclass(frozen=True)
+class Objective:
+    """Which policy surrogate a micro-batch's loss is (the `objective` knobs of GRPOConfig).
+
+    - `loss_type`: clip (PPO/GRPO/DAPO's clipped surrogate, Eq. 32) | cispo (MiniMax-M1: the capped, detached
+      ratio weights a REINFORCE term, so clipped tokens still get a gradient) | sapo (Soft Adaptive Policy
+      Optimization: a sigmoid gate of the ratio instead of a hard clip).
+    - `importance_sampling_level`: token | sequence (GSPO: one ratio per sequence, the exp of its tokens' mean
+      log-ratio, clipped as a whole).
+    - `delta`: two-sided clipping (INTELLECT-2): with a negative advantage the ratio is also capped at delta
+      (0: off).
+    """
+
+    loss_type: str = "clip"
+    importance_sampling_level: str = "token"
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    delta: float = 0.0
+    sapo_temperature_pos: float = 1.0
+    sapo_temperature_neg: float = 1.05
+
+
+LOSS_TYPES = ("clip", "cispo", "sapo")
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
+
+
+def log_importance_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor | None,
+                         level: str) -> torch.Tensor:
+    """log pi_theta / pi_old per token, or GSPO's per sequence (its masked tokens' mean, broadcast over them)."""
+    log_ratio = logprobs - old_logprobs
+    if level == "token":
+        return log_ratio
+    if level == "sequence":
+        if mask is None:
+            raise ValueError("a sequence-level importance ratio needs the loss mask")
+        weights = mask.to(log_ratio.dtype)
+        masked = torch.where(mask.bool(), log_ratio, torch.zeros_like(log_ratio))
+        per_sequence = (masked * weights).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True).clamp(min=1.0)
+        return per_sequence.expand_as(log_ratio)
+    raise ValueError(f"importance_sampling_level must be one of {' | '.join(IMPORTANCE_SAMPLING_LEVELS)}, "
+                     f"got {level!r}")
+
+
+def clip_surrogate(ratio, logprobs, advantage, objective: Objective):
+    """-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), with r capped at delta first where delta > 0."""
+    clipped = torch.clamp(ratio, 1.0 - objective.eps_low, 1.0 + objective.eps_high) * advantage
+    capped = torch.clamp(ratio, max=objective.delta) if objective.delta > 0 else ratio
+    loss = -torch.minimum(capped * advantage, clipped)
+    with torch.no_grad():
+        low = (ratio < 1.0 - objective.eps_low) & (advantage < 0)
+        high = ((ratio > 1.0 + objective.eps_high) & (advantage > 0))
+        if objective.delta > 0:
+            high |= (ratio > objective.delta) & (advantage < 0)
+    return loss, low, high
+
+
+def cispo_surrogate(ratio, logprobs, advantage, objective: Objective):
+    """-sg(min(r, 1 + eps_high)) A log pi_theta (MiniMax-M1, arXiv 2506.13585): every token keeps its gradient."""
+    weight = torch.clamp(ratio, max=1.0 + objective.eps_high).detach()
+    with torch.no_grad():
+        high = ratio > 1.0 + objective.eps_high
+    return -weight * advantage * logprobs, torch.zeros_like(high), high
+
+
+def sapo_surrogate(ratio, logprobs, advantage, objective: Objective):
+    """-(4 / tau) sigmoid(tau (r - 1)) A, tau by the advantage's sign (SAPO, arXiv 2511.20347): a soft trust
+    region whose gradient at r = 1 is the policy gradient's and fades smoothly away from it. Nothing is clipped."""
+    tau = torch.where(advantage > 0, objective.sapo_temperature_pos, objective.sapo_temperature_neg)
+    none = torch.zeros_like(ratio, dtype=torch.bool)
+    return -torch.sigmoid(tau * (ratio - 1.0)) * 4.0 / tau * advantage, none, none
+
+
+SURROGATES = {"clip": clip_surrogate, "cispo": cispo_surrogate, "sapo": sapo_surrogate}
+
+
 def policy_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, *,
-                 eps_low: float, eps_high: float, ref_logprobs: torch.Tensor | None = None, kl_coef: float = 0.0,
-                 entropies: torch.Tensor | None = None, entropy_coef: float = 0.0) -> PolicyTerms:
-    """Clipped surrogate of Eq. 32 per token, with separate clip bounds and optional KL / entropy terms."""
+                 eps_low: float = 0.2, eps_high: float = 0.2, ref_logprobs: torch.Tensor | None = None,
+                 kl_coef: float = 0.0, entropies: torch.Tensor | None = None, entropy_coef: float = 0.0,
+                 objective: Objective | None = None, mask: torch.Tensor | None = None) -> PolicyTerms:
+    """The chosen surrogate per token (the clipped surrogate of Eq. 32 by default, with separate clip bounds),
+    with optional KL / entropy terms. `objective` (if given) carries the clip bounds itself; `mask` (the loss
+    mask) is needed by the sequence-level ratio."""
+    objective = objective or Objective(eps_low=eps_low, eps_high=eps_high)
+    if objective.loss_type not in SURROGATES:
+        raise ValueError(f"loss_type must be one of {' | '.join(LOSS_TYPES)}, got {objective.loss_type!r}")
     advantage = advantages[:, None]
-    ratio = torch.exp(logprobs - old_logprobs)
-    unclipped = ratio * advantage
-    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantage
-    loss = -torch.minimum(unclipped, clipped)
+    ratio = torch.exp(log_importance_ratio(logprobs, old_logprobs, mask, objective.importance_sampling_level))
+    loss, low, high = SURROGATES[objective.loss_type](ratio, logprobs, advantage, objective)
     kl = None
     if ref_logprobs is not None and kl_coef > 0:
         # k3 estimator of KL(pi_theta || pi_ref): unbiased and always >= 0.
@@ -76,24 +155,34 @@ def policy_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages:
         loss = loss + kl_coef * kl
     if entropies is not None and entropy_coef > 0:
         loss = loss - entropy_coef * entropies
-    with torch.no_grad():
-        low = ((ratio < 1.0 - eps_low) & (advantage < 0)).float()
-        high = ((ratio > 1.0 + eps_high) & (advantage > 0)).float()
-    return PolicyTerms(loss=loss, ratio=ratio.detach(), clipped_low=low, clipped_high=high, kl=kl)
+    return PolicyTerms(loss=loss, ratio=ratio.detach(), clipped_low=low.float(), clipped_high=high.float(), kl=kl)
+
+
+LOSS_AVERAGES = ("token", "sequence", "sequence_sum", "fixed")
 
 
 def objective_share(per_token: torch.Tensor, mask: torch.Tensor, mode: str, total_tokens: float,
-                    total_sequences: float) -> torch.Tensor:
+                    total_sequences: float, fixed_length: float | None = None) -> torch.Tensor:
     """This micro-batch's share of the mini-batch objective (see the module docstring). Masked positions
     count as exactly 0 even where their terms are not finite; a micro-batch with no trainable token
-    contributes 0 (with a gradient of 0), never NaN."""
+    contributes 0 (with a gradient of 0), never NaN.
+
+    Modes: token (DAPO: the mini-batch's masked tokens), sequence (GRPO: each sequence's token mean, averaged),
+    sequence_sum (LUSPO: each sequence's token sum, averaged: longer sequences weigh more), fixed (Dr. GRPO: the
+    token sum over sequences x `fixed_length`, a constant, so no length bias either way)."""
     masked = torch.where(mask.bool(), per_token, torch.zeros_like(per_token))
     if mode == "token":
         return masked.sum() / max(total_tokens, 1.0)
     if mode == "sequence":
         per_sequence = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         return per_sequence.sum() / total_sequences
-    raise ValueError(f"loss averaging must be token or sequence, got {mode!r}")
+    if mode == "sequence_sum":
+        return masked.sum() / total_sequences
+    if mode == "fixed":
+        if not fixed_length:
+            raise ValueError("loss averaging fixed needs the fixed length (max_response_length)")
+        return masked.sum() / (total_sequences * fixed_length)
+    raise ValueError(f"loss averaging must be one of {' | '.join(LOSS_AVERAGES)}, got {mode!r}")
 
 
 def backward_scale(num_processes: int, accumulation_steps: int) -> float:
