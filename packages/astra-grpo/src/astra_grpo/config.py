@@ -234,6 +234,20 @@ class GRPOConfig(TrainConfig):
     vllm_importance_sampling_cap: float = knob(2.0, "vLLM engine: the cap C of the importance weights (verl: 2).",
                                                minimum=1)
 
+    importance_correction_level: str = knob("token", "Where a behaviour policy differs from the trainer's (vLLM's "
+                                                     "sampler, an asynchronous round): the importance weight per "
+                                                     "token (verl's TIS) | per sequence (the product of its tokens' "
+                                                     "ratios) | geometric (their geometric mean, one per sequence).",
+                                            choices=("token", "sequence", "geometric"))
+    importance_correction_mode: str = knob("truncate", "truncate: weights clamped to [importance_correction_min, "
+                                                       "cap] (TIS) | mask: a token (or sequence) whose weight falls "
+                                                       "outside them trains with weight 0 (masked IS; token + mask "
+                                                       "with min 0.5, cap 2 is IcePop).",
+                                           choices=("truncate", "mask"))
+    importance_correction_min: float = knob(0.0, "The lower bound of the importance weights (0: none). The cap is "
+                                                 "vllm_importance_sampling_cap, or behaviour_weight_cap in "
+                                                 "asynchronous runs.", minimum=0)
+
     # -- asynchronous rollouts (async_rollout.py) ---------------------------------------------------
     max_staleness: int = knob(0, "Asynchronous GRPO: rollouts for the next steps are played while a step trains, "
                                  "each at most this many policy versions behind the policy it trains (enforced "
@@ -288,6 +302,8 @@ class GRPOConfig(TrainConfig):
         _check(self.mini_batch_size <= self.batch_size and self.batch_size % self.mini_batch_size == 0,
                "mini_batch_size", f"must divide batch_size ({self.batch_size})")
         _check(self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
+        _check(self.importance_correction_min < min(self.vllm_importance_sampling_cap, self.behaviour_weight_cap),
+               "importance_correction_min", "must be below the cap")
         _check(self.clip_delta == 0 or self.clip_delta > 1 + self.clip_eps_high, "clip_delta",
                f"must be 0 (off) or > 1 + clip_eps_high ({1 + self.clip_eps_high})")
         _check(self.clip_delta == 0 or self.loss_type == "clip", "clip_delta",

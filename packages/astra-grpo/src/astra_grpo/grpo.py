@@ -400,7 +400,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                     loss = terms.loss
                     if correction.enabled(config):  # truncated IS: stale episodes, the vLLM/trainer mismatch
                         weights, mismatch = correction.micro_batch([episodes[i] for i in micro], old_logprobs, mask,
-                                                                   correction.cap(config))
+                                                                   correction.of(config))
                         loss = correction.weighted_loss(loss, weights)
                         sums.update({k: sums[k] + v for k, v in mismatch.items()})
                     share = objective_share(loss, mask, config.loss_average, totals["tokens"], sequences,

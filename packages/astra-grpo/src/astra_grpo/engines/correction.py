@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -45,6 +46,12 @@ def enabled(config) -> bool:
 def cap(config) -> float:
     """The cap C of the weights: the decoupled objective's in asynchronous runs, else the vLLM correction's."""
     return config.behaviour_weight_cap if config.max_staleness > 0 else config.vllm_importance_sampling_cap
+
+
+def of(config) -> Correction:
+    """The correction a config asks for (its cap, level, mode and lower bound)."""
+    return Correction(cap=cap(config), level=config.importance_correction_level,
+                      mode=config.importance_correction_mode, low=config.importance_correction_min)
 
 
 def record(episode, generated: Sequence[float] | None, start: int) -> None:
@@ -71,17 +78,67 @@ def pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     return out
 
 
-def truncated_is_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
-                         cap: float) -> torch.Tensor:
-    """min(exp(old - sampler), cap) on masked tokens; 0 on masked tokens without a sampler log-prob; 1 elsewhere.
+@dataclass(frozen=True)
+class Correction:
+    """How the importance weights w = pi_trainer_old / pi_sampler are formed (the `importance_correction_*` knobs):
+
+    - `level`: token (w per token, verl's token TIS) | sequence (the product over the sequence's sampled tokens:
+      exp of the summed log-ratio, TRL's sequence_* modes) | geometric (the geometric mean: exp of the mean
+      log-ratio, verl's geo-mean masking), one weight for all of a sequence's tokens.
+    - `mode`: truncate (w clamped to [low, cap], TIS) | mask (tokens, or sequences, whose w falls outside
+      [low, cap] get weight 0, the rest keep w: masked IS; token mask with low = 0.5, cap = 2 is IcePop).
+    """
+
+    cap: float = 2.0
+    level: str = "token"
+    mode: str = "truncate"
+    low: float = 0.0
+
+
+LEVELS = ("token", "sequence", "geometric")
+MODES = ("truncate", "mask")
+
+
+def log_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, usable: torch.Tensor,
+                level: str) -> torch.Tensor:
+    """log w per token [B, T]: the token's log-ratio, or its sequence's sum or mean over `usable` tokens."""
+    diff = torch.where(usable, old_logprobs - sampler_logprobs, torch.zeros_like(old_logprobs))
+    if level == "token":
+        return diff
+    if level == "sequence":
+        return diff.sum(dim=1, keepdim=True).expand_as(diff)
+    if level == "geometric":
+        count = usable.sum(dim=1, keepdim=True).clamp(min=1)
+        return (diff.sum(dim=1, keepdim=True) / count).expand_as(diff)
+    raise ValueError(f"importance_correction_level must be one of {' | '.join(LEVELS)}, got {level!r}")
+
+
+def constrained(ratio: torch.Tensor, correction: Correction) -> torch.Tensor:
+    if correction.mode == "truncate":
+        return ratio.clamp(min=correction.low, max=correction.cap) if correction.low > 0 else ratio.clamp(
+            max=correction.cap)
+    if correction.mode == "mask":
+        return torch.where((ratio < correction.low) | (ratio > correction.cap), torch.zeros_like(ratio), ratio)
+    raise ValueError(f"importance_correction_mode must be one of {' | '.join(MODES)}, got {correction.mode!r}")
+
+
+def is_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
+               correction: Correction) -> torch.Tensor:
+    """The weights on masked tokens; 0 on masked tokens without a sampler log-prob; 1 elsewhere.
     `old_logprobs` are the trainer's (the old policy's) log-probs of the same tokens, [B, T]."""
     old = old_logprobs.detach().float()
     sampler = sampler_logprobs.to(old.device).float()
     known = ~torch.isnan(sampler)
-    ratio = torch.exp(torch.where(known, old - sampler, torch.zeros_like(old))).clamp(max=cap)
     masked = mask > 0
+    ratio = constrained(torch.exp(log_weights(old, sampler, known & masked, correction.level)), correction)
     weights = torch.where(masked & known, ratio, torch.zeros_like(ratio))
     return torch.where(masked, weights, torch.ones_like(weights))
+
+
+def truncated_is_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
+                         cap: float) -> torch.Tensor:
+    """Token-level truncated weights min(exp(old - sampler), cap) (the default correction)."""
+    return is_weights(old_logprobs, sampler_logprobs, mask, Correction(cap=cap))
 
 
 def weighted_loss(per_token_loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -90,34 +147,44 @@ def weighted_loss(per_token_loss: torch.Tensor, weights: torch.Tensor) -> torch.
 
 
 def mismatch_sums(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
-                  cap: float) -> dict[str, float]:
-    """Sums over masked tokens with a sampler log-prob, for step metrics (divide by `is/tokens`):
-    the weight, how many were capped, and the k3 estimate of KL(sampler || trainer)."""
+                  cap: float | Correction) -> dict[str, float]:
+    """Sums over masked tokens with a sampler log-prob, for step metrics (divide by `is/tokens`): the weight and
+    its square (for the spread), how many the constraint changed (capped, truncated or masked), and the k3
+    estimate of KL(sampler || trainer) per token."""
+    correction = cap if isinstance(cap, Correction) else Correction(cap=cap)
     sampler = sampler_logprobs.to(old_logprobs.device).float()
     known = (mask > 0) & ~torch.isnan(sampler)
-    log_ratio = (old_logprobs.detach().float() - sampler)[known]
-    ratio = torch.exp(log_ratio)
-    return {"is/tokens": float(known.sum()), "is/weight": float(ratio.clamp(max=cap).sum()),
-            "is/capped": float((ratio > cap).sum()), "is/k3_kl": float((ratio - log_ratio - 1).sum())}
+    old = old_logprobs.detach().float()
+    token_log_ratio = (old - sampler)[known]
+    ratio = torch.exp(log_weights(old, sampler, known, correction.level))[known]
+    weight = constrained(ratio, correction)
+    outside = (ratio > correction.cap) | (ratio < correction.low)
+    ratio_k3 = torch.exp(token_log_ratio)
+    return {"is/tokens": float(known.sum()), "is/weight": float(weight.sum()),
+            "is/weight_sq": float((weight * weight).sum()), "is/capped": float(outside.sum()),
+            "is/k3_kl": float((ratio_k3 - token_log_ratio - 1).sum())}
 
 
-SUM_KEYS = ("is/tokens", "is/weight", "is/capped", "is/k3_kl")
+SUM_KEYS = ("is/tokens", "is/weight", "is/weight_sq", "is/capped", "is/k3_kl")
 
 
 def micro_batch(episodes: Sequence, old_logprobs: torch.Tensor, mask: torch.Tensor,
-                cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+                correction: float | Correction) -> tuple[torch.Tensor, dict[str, float]]:
     """The importance weights of a micro-batch ([B, T]) and its mismatch sums. An episode without sampler
     log-probs (an engine that reports none) is weighted 1: its sampler counts as the trainer."""
+    correction = correction if isinstance(correction, Correction) else Correction(cap=correction)
     width = old_logprobs.shape[1]
     sampler = pad([getattr(e, "sampler_logprobs", None) or [] for e in episodes], width).to(old_logprobs.device)
     for row, episode in enumerate(episodes):
         if getattr(episode, "sampler_logprobs", None) is None:
             sampler[row] = old_logprobs[row].detach().float()
-    return truncated_is_weights(old_logprobs, sampler, mask, cap), mismatch_sums(old_logprobs, sampler, mask, cap)
+    return is_weights(old_logprobs, sampler, mask, correction), mismatch_sums(old_logprobs, sampler, mask, correction)
 
 
 def step_metrics(total: dict[str, float]) -> dict[str, float]:
     """Step metrics from the global sums: mean weight, capped fraction, KL(sampler || trainer) per token."""
     tokens = max(total["is/tokens"], 1.0)
-    return {"is/weight_mean": total["is/weight"] / tokens, "is/capped_fraction": total["is/capped"] / tokens,
+    mean = total["is/weight"] / tokens
+    spread = math.sqrt(max(total.get("is/weight_sq", 0.0) / tokens - mean * mean, 0.0))
+    return {"is/weight_mean": mean, "is/weight_std": spread, "is/capped_fraction": total["is/capped"] / tokens,
             "is/k3_kl": total["is/k3_kl"] / tokens}
