@@ -103,6 +103,23 @@ def layout_cases(out: Path) -> None:
                            out / f"layout_{index}_{name}.pt")
 
 
+# Objectives over 2 processes: a sequence-level ratio and the high-entropy selection (its threshold gathered from
+# both processes); the test compares them with the one-process padded update.
+OBJECTIVE_CASES = {"gspo-entropy": dict(layout="tree", importance_sampling_level="sequence", top_entropy_quantile=0.4,
+                                        max_tokens_per_microbatch=40),
+                   "cispo-fixed": dict(layout="packed", loss_type="cispo", loss_average="fixed",
+                                       max_response_length=64)}
+
+
+def objective_cases(out: Path) -> None:
+    world, rank = world_size(), int(os.environ.get("RANK", "0"))
+    groups = random_groups(LAYOUT_SHAPES[0])
+    for name, overrides in OBJECTIVE_CASES.items():
+        metrics, params = run_grpo_update(groups, overrides, world, rank)
+        if rank == 0:
+            torch.save({"params": params, "metrics": metrics}, out / f"objective_{name}.pt")
+
+
 def sft_run(model_dir: str, trajectories: str, out: Path) -> None:
     config = load_config(SFTConfig, None, dict(model=model_dir, batch_size=4, micro_batch_size=1, max_steps=2,
                                                learning_rate=1e-3, output_dir=str(out / "sft_run"), report_to=[],
@@ -119,4 +136,5 @@ if __name__ == "__main__":
     for averaging in SFT_CASES:
         sft_case(averaging, out_dir)
     layout_cases(out_dir)
+    objective_cases(out_dir)
     sft_run(sys.argv[2], sys.argv[3], out_dir)

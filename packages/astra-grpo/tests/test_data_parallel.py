@@ -14,7 +14,16 @@ import torch
 from astra_grpo.cli import bundled_configs
 from astra_grpo.config import SFTConfig, load_config
 from astra_grpo.sft import train_sft
-from dp_worker import GRPO_CASES, LAYOUT_CASES, LAYOUT_SHAPES, SFT_CASES, SFT_EXAMPLES, groups, small_model
+from dp_worker import (
+    GRPO_CASES,
+    LAYOUT_CASES,
+    LAYOUT_SHAPES,
+    OBJECTIVE_CASES,
+    SFT_CASES,
+    SFT_EXAMPLES,
+    groups,
+    small_model,
+)
 from grpo_support import (
     flat_params,
     reference_grpo_updates,
@@ -113,6 +122,23 @@ def test_layouts_on_two_processes_equal_the_padded_update_on_one(shape, case, tw
                                                                                   "loss_average": averaging})
     torch.testing.assert_close(result["sft_params"], sft_params, rtol=1e-4, atol=1e-6)
     assert result["sft_metrics"]["loss"] == pytest.approx(sft_metrics["loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("case", list(OBJECTIVE_CASES))
+def test_objectives_on_two_processes_equal_the_padded_update_on_one(case, two_process_run, fresh_accelerate_state):
+    """GSPO with the high-entropy selection (its quantile over both processes' tokens) and CISPO with Dr. GRPO's
+    fixed normaliser, on 2 processes: the same parameters, loss and selected share as the padded update on one."""
+    from layout_support import random_groups, run_grpo_update
+
+    result = torch.load(two_process_run[0] / f"objective_{case}.pt")
+    groups = random_groups(LAYOUT_SHAPES[0])
+    overrides = {k: v for k, v in OBJECTIVE_CASES[case].items() if k != "max_tokens_per_microbatch"}
+    metrics, params = run_grpo_update(groups, {**overrides, "layout": "padded",
+                                               "micro_batch_size": len(groups[0].episodes)})
+    torch.testing.assert_close(result["params"], params, rtol=1e-4, atol=1e-6)
+    for name in ("loss", "entropy_selected_fraction"):
+        if name in metrics:
+            assert result["metrics"][name] == pytest.approx(metrics[name], rel=1e-5, abs=1e-7), name
 
 
 def test_sft_run_on_two_processes_matches_one_process(two_process_run, tiny_llama, tmp_path, fresh_accelerate_state):

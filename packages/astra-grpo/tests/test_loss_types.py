@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from astra_grpo.config import GRPOConfig
-from astra_grpo.loss import Objective, objective_share, policy_terms
+from astra_grpo.loss import Objective, high_entropy_masks, objective_share, policy_terms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from trl.trainer.grpo_trainer import GRPOTrainer
@@ -188,3 +188,41 @@ def test_the_trainers_update_takes_the_chosen_objective(fresh_accelerate_state):
     for name, params in results.items():
         if name != "clip":
             assert not torch.allclose(params, results["clip"]), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=batches(), quantile=st.sampled_from([0.2, 0.5, 0.9]))
+def test_high_entropy_tokens_equal_trls_selection(data, quantile):
+    """One micro-batch on one process: the tokens chosen equal TRL's `get_high_entropy_mask`."""
+    _, _, _, _, mask = data
+    # float32, as the trainer's entropies are (TRL compares a float64 entropy with a float32 quantile)
+    entropies = torch.rand(mask.shape, generator=torch.Generator().manual_seed(int(mask.sum())))
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(pad_across_processes=lambda x, dim, pad_index: x,
+                                                          gather=lambda x: x))
+    theirs = GRPOTrainer.get_high_entropy_mask(trainer, entropies, mask, 1 - quantile)
+    ours = high_entropy_masks([entropies], [mask], quantile)[0]
+    assert torch.equal(ours.bool(), theirs)
+
+
+def test_high_entropy_tokens_are_chosen_over_the_whole_mini_batch():
+    """Split into micro-batches the choice is the same as over the whole batch (a threshold for all of them)."""
+    generator = torch.Generator().manual_seed(2)
+    entropies, mask = torch.rand(6, 7, generator=generator), (torch.rand(6, 7, generator=generator) > 0.3).float()
+    whole = high_entropy_masks([entropies], [mask], 0.2)[0]
+    parts = high_entropy_masks([entropies[:2], entropies[2:]], [mask[:2], mask[2:]], 0.2)
+    assert torch.equal(torch.cat(parts), whole)
+    assert 0 < whole.sum() < mask.sum()
+
+
+def test_the_update_learns_on_high_entropy_tokens_alike_in_every_layout(fresh_accelerate_state):
+    from layout_support import Shape, random_groups, run_grpo_update
+
+    groups = random_groups(Shape(groups=2, group_size=3, prompt=5, turns=2, masks="generated", seed=7))
+    common = dict(top_entropy_quantile=0.3, clip_eps_low=0.02, clip_eps_high=0.05)
+    dense_metrics, dense = run_grpo_update(groups, {**common, "layout": "padded", "micro_batch_size": 3})
+    metrics, params = run_grpo_update(groups, {**common, "layout": "tree", "max_tokens_per_microbatch": 40})
+    everything, all_tokens = run_grpo_update(groups, {"clip_eps_low": 0.02, "clip_eps_high": 0.05, "layout": "tree"})
+    torch.testing.assert_close(params, dense, rtol=1e-4, atol=1e-6)
+    assert metrics["entropy_selected_fraction"] == pytest.approx(dense_metrics["entropy_selected_fraction"])
+    assert 0.2 < metrics["entropy_selected_fraction"] < 0.45
+    assert not torch.allclose(params, all_tokens)

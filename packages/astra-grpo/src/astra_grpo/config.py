@@ -194,6 +194,10 @@ class GRPOConfig(TrainConfig):
     clip_delta: float = knob(0.0, "Two-sided clipping (INTELLECT-2, arXiv 2505.07291): with a negative advantage "
                                   "the ratio is also capped at this value (0: off; must be > 1 + clip_eps_high). "
                                   "loss_type clip only.", minimum=0)
+    top_entropy_quantile: float = knob(1.0, "Learn only on the loss tokens in this top share of entropy (\"Beyond "
+                                            "the 80/20 rule\", arXiv 2506.01939: 0.2); chosen per mini-batch from "
+                                            "the pre-update policy, the same in every layout (1: every token).",
+                                       minimum=0, maximum=1)
     sapo_temperature_pos: float = knob(1.0, "loss_type sapo: the gate's temperature tau for positive advantages.",
                                        minimum=0)
     sapo_temperature_neg: float = knob(1.05, "loss_type sapo: tau for non-positive advantages.", minimum=0)
@@ -304,6 +308,7 @@ class GRPOConfig(TrainConfig):
         _check(self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
         _check(self.importance_correction_min < min(self.vllm_importance_sampling_cap, self.behaviour_weight_cap),
                "importance_correction_min", "must be below the cap")
+        _check(self.top_entropy_quantile > 0, "top_entropy_quantile", "must be in (0, 1]")
         _check(self.clip_delta == 0 or self.clip_delta > 1 + self.clip_eps_high, "clip_delta",
                f"must be 0 (off) or > 1 + clip_eps_high ({1 + self.clip_eps_high})")
         _check(self.clip_delta == 0 or self.loss_type == "clip", "clip_delta",

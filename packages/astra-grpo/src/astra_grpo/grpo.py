@@ -56,7 +56,7 @@ from astra_grpo.environments import open_openenv_pool, open_sandbox_pool, plays_
 from astra_grpo.layout import Layout, plan
 from astra_grpo.layout_attention import usable_layout
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
-from astra_grpo.loss import backward_scale, group_advantages, objective_share, policy_terms
+from astra_grpo.loss import backward_scale, group_advantages, high_entropy_masks, objective_share, policy_terms
 from astra_grpo.preemption import Stopped, StopSignals
 from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
 from astra_grpo.runtime import (
@@ -65,6 +65,7 @@ from astra_grpo.runtime import (
     frozen,
     full_weights,
     gather_objects,
+    gathered_values,
     global_sums,
     interleave,
     is_zero3,
@@ -369,6 +370,7 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
     reuse = config.num_iterations == 1 and len(minis) == 1
     old = None if reuse else _logprobs_of(model, layouts, config, device)
     ref = _logprobs_of(reference, layouts, config, device) if reference is not None else None
+    selected = _high_entropy_tokens(model, layouts, config, device) if config.top_entropy_quantile < 1 else None
 
     objective = config.objective()
     lr = scheduler.get_last_lr()[0]  # the rate of this step's first update
@@ -376,6 +378,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
             "tokens": 0.0, "update_tokens": 0.0, "forwarded_tokens": 0.0}
     if correction.enabled(config):
         sums.update(dict.fromkeys(correction.SUM_KEYS, 0.0))
+    if selected is not None:
+        sums["entropy_selected"] = 0.0
     grad_norm = None
     for _ in range(config.num_iterations):
         for k, mini in enumerate(minis):
@@ -398,6 +402,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                                          entropy_coef=config.entropy_coef)
                     mask = inputs.loss_mask
                     loss = terms.loss
+                    if selected is not None:  # top_entropy_quantile: the other loss tokens carry no loss
+                        loss = loss * selected[k][j].to(device=device, dtype=loss.dtype)
                     if correction.enabled(config):  # truncated IS: stale episodes, the vLLM/trainer mismatch
                         weights, mismatch = correction.micro_batch([episodes[i] for i in micro], old_logprobs, mask,
                                                                    correction.of(config))
@@ -418,6 +424,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
                     sums["kl"] += float((terms.kl * mask).sum()) if terms.kl is not None else 0.0
                     sums["entropy"] += float((entropies * mask).sum()) if entropies is not None else 0.0
                     sums["tokens"] += float(mask.sum())
+                    if selected is not None:
+                        sums["entropy_selected"] += float((selected[k][j].to(device) * mask).sum())
                     sums["update_tokens"] += inputs.tokens
                     sums["forwarded_tokens"] += inputs.forwarded_tokens
             scheduler.step()
@@ -436,6 +444,8 @@ def _update(config: GRPOConfig, accelerator, model, reference, optimizer, schedu
         out.update(correction.step_metrics(total))
     if config.entropy_coef > 0:
         out["entropy"] = total["entropy"] / tokens
+    if selected is not None:
+        out["entropy_selected_fraction"] = total["entropy_selected"] / tokens
     return out
 
 
@@ -479,6 +489,22 @@ def _zero_gradient_update(model, optimizer, scheduler, updates: int) -> dict[str
     return {"loss": 0.0, "clip_fraction_low": 0.0, "clip_fraction_high": 0.0, "clip_fraction": 0.0,
             "ratio_mean": 1.0, "update_tokens": 0.0, "update_forwarded_tokens": 0.0, "grad_norm": 0.0, "lr": lr,
             "advantage_abs_mean": 0.0, "update_skipped": 1.0}
+
+
+def _high_entropy_tokens(model, layouts: list[list[Layout]], config: GRPOConfig, device) -> list[list[torch.Tensor]]:
+    """Per micro-batch, which loss tokens the update learns from (top_entropy_quantile): chosen once per mini-batch
+    from the pre-update policy's entropies over all its micro-batches and processes, so that every layout and
+    micro-batch split selects the same tokens (TRL picks per micro-batch from the current forward)."""
+    with torch.no_grad():
+        selected = []
+        for mini in layouts:
+            laid = [layout.to(device) for layout in mini]
+            entropies = [token_logprobs(model, layout, config.temperature, with_entropy=True,
+                                        attention=config.layout_attention)[1] for layout in laid]
+            masks = high_entropy_masks(entropies, [layout.loss_mask for layout in laid], config.top_entropy_quantile,
+                                       gather=gathered_values)
+            selected.append([m.cpu() for m in masks])
+        return selected
 
 
 def _logprobs_of(model, layouts: list[list[Layout]], config: GRPOConfig, device) -> list[list[torch.Tensor]]:

@@ -158,6 +158,19 @@ def policy_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages:
     return PolicyTerms(loss=loss, ratio=ratio.detach(), clipped_low=low.float(), clipped_high=high.float(), kl=kl)
 
 
+def high_entropy_masks(entropies: list[torch.Tensor], masks: list[torch.Tensor], quantile: float,
+                       gather=lambda values: values) -> list[torch.Tensor]:
+    """Learning on the highest-entropy tokens only ("Beyond the 80/20 rule", Wang et al., arXiv 2506.01939): per
+    micro-batch, 1 on the loss tokens whose entropy is at least the (1 - quantile) quantile of the entropies of
+    every loss token of all the given micro-batches (`gather` joins those of the other processes), else 0."""
+    values = gather(torch.cat([e[m.bool()].float() for e, m in zip(entropies, masks, strict=True)]))
+    if values.numel() == 0:
+        return [torch.zeros_like(m) for m in masks]
+    threshold = torch.quantile(values, 1.0 - quantile)
+    return [((e.float() * m.float() >= threshold) & m.bool()).to(m.dtype) for e, m in zip(entropies, masks,
+                                                                                             strict=True)]
+
+
 LOSS_AVERAGES = ("token", "sequence", "sequence_sum", "fixed")
 
 

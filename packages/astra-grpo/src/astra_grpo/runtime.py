@@ -197,6 +197,23 @@ def global_sums(accelerator: Accelerator, values: dict[str, float]) -> dict[str,
     return dict(zip(keys, tensor.tolist(), strict=True))
 
 
+def gathered_values(values: torch.Tensor) -> torch.Tensor:
+    """Every process's 1-D `values` (any lengths), concatenated over this process's DP group: one rank per CP
+    group, so that under context parallelism each token's value comes once."""
+    grid = current_grid()
+    if grid.dp_size == 1:
+        return values
+    count = torch.tensor([values.numel()], dtype=torch.long, device=values.device)
+    counts = [torch.zeros_like(count) for _ in range(grid.dp_size)]
+    torch.distributed.all_gather(counts, count, group=grid.dp_group)
+    lengths = [int(c.item()) for c in counts]
+    padded = torch.zeros(max(lengths), dtype=values.dtype, device=values.device)
+    padded[:values.numel()] = values
+    parts = [torch.empty_like(padded) for _ in lengths]
+    torch.distributed.all_gather(parts, padded, group=grid.dp_group)
+    return torch.cat([part[:length] for part, length in zip(parts, lengths, strict=True)])
+
+
 def agreed_counts(accelerator: Accelerator, counts: list[int]) -> list[int]:
     """The largest of each count over all processes. Processes that run the same number of micro-batches stay
     in step: DDP and ZeRO synchronise in every backward, ZeRO-3 (and its sharded reference) in every forward."""
