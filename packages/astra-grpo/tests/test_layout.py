@@ -126,7 +126,8 @@ def test_the_grpo_update_equals_the_padded_one(fresh_accelerate_state, shape, ki
 
 OBJECTIVES = [  # (loss_type, importance_sampling_level, loss_average, clip_delta): GSPO, Dr. GRPO, LUSPO, ...
     ("clip", "sequence", "sequence", 0.0), ("clip", "token", "fixed", 0.0), ("clip", "sequence", "sequence_sum", 0.0),
-    ("cispo", "token", "token", 0.0), ("sapo", "token", "sequence", 0.0), ("clip", "token", "token", 1.1)]
+    ("cispo", "token", "token", 0.0), ("sapo", "token", "sequence", 0.0), ("clip", "token", "token", 1.1),
+    ("vespo", "token", "token", 0.0)]
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

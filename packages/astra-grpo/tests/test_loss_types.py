@@ -13,6 +13,7 @@ TRL loss type -> our knobs (one micro-batch, one process, no accumulation):
     dr_grpo            clip, loss_average fixed (max_response_length = TRL's max_completion_length)
     luspo + sequence   clip, importance_sampling_level sequence, loss_average sequence_sum
     cispo              cispo (TRL's epsilon_high caps the ratio itself: ours is 1 + clip_eps_high)
+    vespo              vespo, loss_average token
     sapo               sapo, loss_average sequence
     dapo + delta       clip with clip_delta (two-sided clipping)
 """
@@ -43,6 +44,7 @@ CASES = {
     "cispo": ({"loss_type": "cispo"}, {"loss_type": "cispo"}, "token"),
     "sapo": ({"loss_type": "sapo"}, {"loss_type": "sapo"}, "sequence"),
     "two_sided": ({"loss_type": "dapo", "delta": 1.6}, {"delta": 1.6}, "token"),
+    "vespo": ({"loss_type": "vespo"}, {"loss_type": "vespo"}, "token"),
 }
 
 
@@ -72,7 +74,9 @@ def trl_loss(case: str, logprobs, old, ref, advantages, mask, eps_low, eps_high,
         max_completion_length=MAX_LENGTH, aux_loss_enabled=False, _entropy_bonus_enabled=False,
         accelerator=_Reduce(), model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list)},
         args=SimpleNamespace(delta=trl_settings.get("delta"), use_bias_correction_kl=False, steps_per_generation=1,
-                             sapo_temperature_pos=1.0, sapo_temperature_neg=1.05),
+                             sapo_temperature_pos=1.0, sapo_temperature_neg=1.05, vespo_k_pos=2.0,
+                             vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0),
+        get_gamma_weights=GRPOTrainer.get_gamma_weights,
         _get_per_token_logps_and_entropies=lambda *a, **k: (logprobs, torch.zeros_like(logprobs), None),
     )
     batch, length = logprobs.shape
@@ -167,6 +171,10 @@ def test_bad_objective_knobs_are_refused_naming_the_field():
         GRPOConfig(clip_delta=1.1).validate()
     with pytest.raises(ConfigError, match="clip_delta"):
         GRPOConfig(clip_delta=2.0, loss_type="sapo").validate()
+    with pytest.raises(ConfigError, match="loss_type"):
+        GRPOConfig(loss_type="vespo", max_staleness=1).validate()
+    with pytest.raises(ConfigError, match="importance_sampling_level"):
+        GRPOConfig(loss_type="vespo", importance_sampling_level="sequence").validate()
     with pytest.raises(ValueError, match="loss_type"):
         policy_terms(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1), objective=Objective(loss_type="ppo2"))
     with pytest.raises(ValueError, match="loss averaging"):
@@ -181,6 +189,7 @@ def test_the_trainers_update_takes_the_chosen_objective(fresh_accelerate_state):
     common = dict(num_iterations=2, clip_eps_low=0.02, clip_eps_high=0.05, max_response_length=64, layout="padded")
     results = {}
     for name, knobs in {"clip": {}, "cispo": {"loss_type": "cispo"}, "sapo": {"loss_type": "sapo"},
+                        "vespo": {"loss_type": "vespo"},
                         "gspo": {"importance_sampling_level": "sequence"}, "dr_grpo": {"loss_average": "fixed"}}.items():
         metrics, params = run_grpo_update(groups, {**common, **knobs})
         assert metrics["grad_norm"] > 0, name

@@ -185,8 +185,10 @@ class GRPOConfig(TrainConfig):
     loss_type: str = knob("clip", "The policy surrogate: clip (the clipped surrogate of PPO/GRPO/DAPO, Eq. 32) | "
                                   "cispo (MiniMax-M1, arXiv 2506.13585: the ratio, capped at 1 + clip_eps_high and "
                                   "detached, weights A log pi: clipped tokens keep a gradient) | sapo (SAPO, arXiv "
-                                  "2511.20347: a sigmoid gate (4/tau) sigmoid(tau (r - 1)) instead of the hard clip).",
-                          choices=("clip", "cispo", "sapo"))
+                                  "2511.20347: a sigmoid gate (4/tau) sigmoid(tau (r - 1)) instead of the hard clip) | "
+                                  "vespo (arXiv 2602.10693: the detached gamma weight e^l w^k e^(-l w) of the "
+                                  "sequence's ratio w on A log pi; no rollout correction beside it).",
+                          choices=("clip", "cispo", "sapo", "vespo"))
     importance_sampling_level: str = knob("token", "token: a ratio per token | sequence: one ratio per sequence, "
                                                    "exp of its tokens' mean log-ratio, clipped as a whole (GSPO, "
                                                    "arXiv 2507.18071; LUSPO with loss_average sequence_sum).",
@@ -201,6 +203,10 @@ class GRPOConfig(TrainConfig):
     sapo_temperature_pos: float = knob(1.0, "loss_type sapo: the gate's temperature tau for positive advantages.",
                                        minimum=0)
     sapo_temperature_neg: float = knob(1.05, "loss_type sapo: tau for non-positive advantages.", minimum=0)
+    vespo_k_pos: float = knob(2.0, "loss_type vespo: the gamma weight's shape k for non-negative advantages.")
+    vespo_lambda_pos: float = knob(3.0, "loss_type vespo: its rate lambda for non-negative advantages.")
+    vespo_k_neg: float = knob(3.0, "loss_type vespo: k for negative advantages.")
+    vespo_lambda_neg: float = knob(2.0, "loss_type vespo: lambda for negative advantages.")
     scale_rewards: str = knob("group", "What the mean-centred rewards are divided by: group (each group's std, "
                                        "GRPO) | batch (the std of the whole batch) | none (Dr. GRPO). A group whose "
                                        "rewards are all equal always gets advantages of exactly 0.",
@@ -308,6 +314,12 @@ class GRPOConfig(TrainConfig):
         _check(self.clip_eps_low < 1, "clip_eps_low", "must be in [0, 1)")
         _check(self.importance_correction_min < min(self.vllm_importance_sampling_cap, self.behaviour_weight_cap),
                "importance_correction_min", "must be below the cap")
+        _check(self.loss_type != "vespo" or self.importance_sampling_level == "token", "importance_sampling_level",
+               "loss_type vespo forms its own sequence weight from the tokens' ratios: importance_sampling_level token")
+        _check(self.loss_type != "vespo" or not (self.max_staleness > 0 or (self.engine == "vllm" and
+                                                                             self.vllm_importance_sampling)),
+               "loss_type", "vespo would fold the behaviour policy's weights into its own (TRL does so); that is "
+               "not built here: use it in synchronous runs with the transformers engine, or --no-vllm-importance-sampling")
         _check(self.top_entropy_quantile > 0, "top_entropy_quantile", "must be in (0, 1]")
         _check(self.clip_delta == 0 or self.clip_delta > 1 + self.clip_eps_high, "clip_delta",
                f"must be 0 (off) or > 1 + clip_eps_high ({1 + self.clip_eps_high})")
@@ -332,7 +344,9 @@ class GRPOConfig(TrainConfig):
         return Objective(loss_type=self.loss_type, importance_sampling_level=self.importance_sampling_level,
                          eps_low=self.clip_eps_low, eps_high=self.clip_eps_high, delta=self.clip_delta,
                          sapo_temperature_pos=self.sapo_temperature_pos,
-                         sapo_temperature_neg=self.sapo_temperature_neg)
+                         sapo_temperature_neg=self.sapo_temperature_neg, vespo_k_pos=self.vespo_k_pos,
+                         vespo_lambda_pos=self.vespo_lambda_pos, vespo_k_neg=self.vespo_k_neg,
+                         vespo_lambda_neg=self.vespo_lambda_neg)
 
     def accumulation_steps(self, world_size: int) -> int:
         """Micro-batches per optimizer update on one process (checks the batch splits evenly)."""

@@ -15,6 +15,7 @@ division left over and none done twice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -65,7 +66,8 @@ class Objective:
 
     - `loss_type`: clip (PPO/GRPO/DAPO's clipped surrogate, Eq. 32) | cispo (MiniMax-M1: the capped, detached
       ratio weights a REINFORCE term, so clipped tokens still get a gradient) | sapo (Soft Adaptive Policy
-      Optimization: a sigmoid gate of the ratio instead of a hard clip).
+      Optimization: a sigmoid gate of the ratio instead of a hard clip) | vespo (a gamma-shaped weight of the
+      sequence's ratio, detached, on A log pi).
     - `importance_sampling_level`: token | sequence (GSPO: one ratio per sequence, the exp of its tokens' mean
       log-ratio, clipped as a whole).
     - `delta`: two-sided clipping (INTELLECT-2): with a negative advantage the ratio is also capped at delta
@@ -79,9 +81,13 @@ class Objective:
     delta: float = 0.0
     sapo_temperature_pos: float = 1.0
     sapo_temperature_neg: float = 1.05
+    vespo_k_pos: float = 2.0
+    vespo_lambda_pos: float = 3.0
+    vespo_k_neg: float = 3.0
+    vespo_lambda_neg: float = 2.0
 
 
-LOSS_TYPES = ("clip", "cispo", "sapo")
+LOSS_TYPES = ("clip", "cispo", "sapo", "vespo")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 
 
@@ -102,7 +108,7 @@ def log_importance_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mas
                      f"got {level!r}")
 
 
-def clip_surrogate(ratio, logprobs, advantage, objective: Objective):
+def clip_surrogate(ratio, logprobs, advantage, objective: Objective, log_ratio, mask):
     """-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), with r capped at delta first where delta > 0."""
     clipped = torch.clamp(ratio, 1.0 - objective.eps_low, 1.0 + objective.eps_high) * advantage
     capped = torch.clamp(ratio, max=objective.delta) if objective.delta > 0 else ratio
@@ -115,7 +121,7 @@ def clip_surrogate(ratio, logprobs, advantage, objective: Objective):
     return loss, low, high
 
 
-def cispo_surrogate(ratio, logprobs, advantage, objective: Objective):
+def cispo_surrogate(ratio, logprobs, advantage, objective: Objective, log_ratio, mask):
     """-sg(min(r, 1 + eps_high)) A log pi_theta (MiniMax-M1, arXiv 2506.13585): every token keeps its gradient."""
     weight = torch.clamp(ratio, max=1.0 + objective.eps_high).detach()
     with torch.no_grad():
@@ -123,7 +129,7 @@ def cispo_surrogate(ratio, logprobs, advantage, objective: Objective):
     return -weight * advantage * logprobs, torch.zeros_like(high), high
 
 
-def sapo_surrogate(ratio, logprobs, advantage, objective: Objective):
+def sapo_surrogate(ratio, logprobs, advantage, objective: Objective, log_ratio, mask):
     """-(4 / tau) sigmoid(tau (r - 1)) A, tau by the advantage's sign (SAPO, arXiv 2511.20347): a soft trust
     region whose gradient at r = 1 is the policy gradient's and fades smoothly away from it. Nothing is clipped."""
     tau = torch.where(advantage > 0, objective.sapo_temperature_pos, objective.sapo_temperature_neg)
@@ -131,7 +137,25 @@ def sapo_surrogate(ratio, logprobs, advantage, objective: Objective):
     return -torch.sigmoid(tau * (ratio - 1.0)) * 4.0 / tau * advantage, none, none
 
 
-SURROGATES = {"clip": clip_surrogate, "cispo": cispo_surrogate, "sapo": sapo_surrogate}
+def vespo_surrogate(ratio, logprobs, advantage, objective: Objective, log_ratio, mask):
+    """-sg(phi(w)) A log pi_theta with phi(w) = e^lambda w^k e^(-lambda w) of the sequence's ratio w (the product of
+    its tokens' ratios; k, lambda by the advantage's sign): VESPO (arXiv 2602.10693), a smooth, normalised
+    (phi(1) = 1) weight that fades for sequences far off-policy either way, instead of clipping tokens."""
+    with torch.no_grad():
+        floor = math.log(1e-8)
+        if mask is None:
+            raise ValueError("loss_type vespo needs the loss mask")
+        clamped = torch.where(mask.bool(), log_ratio.clamp(-20.0, 20.0), torch.zeros_like(log_ratio))
+        log_w = (clamped * mask).sum(dim=1, keepdim=True).clamp(floor, 20.0)
+        nonnegative = advantage >= 0
+        k = torch.where(nonnegative, objective.vespo_k_pos, objective.vespo_k_neg)
+        lam = torch.where(nonnegative, objective.vespo_lambda_pos, objective.vespo_lambda_neg).clamp(min=1e-4)
+        phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    none = torch.zeros_like(ratio, dtype=torch.bool)
+    return -phi * advantage * logprobs, none, none
+
+
+SURROGATES = {"clip": clip_surrogate, "cispo": cispo_surrogate, "sapo": sapo_surrogate, "vespo": vespo_surrogate}
 
 
 def policy_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, *,
@@ -146,7 +170,8 @@ def policy_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages:
         raise ValueError(f"loss_type must be one of {' | '.join(LOSS_TYPES)}, got {objective.loss_type!r}")
     advantage = advantages[:, None]
     ratio = torch.exp(log_importance_ratio(logprobs, old_logprobs, mask, objective.importance_sampling_level))
-    loss, low, high = SURROGATES[objective.loss_type](ratio, logprobs, advantage, objective)
+    loss, low, high = SURROGATES[objective.loss_type](ratio, logprobs, advantage, objective,
+                                                      logprobs - old_logprobs, mask)
     kl = None
     if ref_logprobs is not None and kl_coef > 0:
         # k3 estimator of KL(pi_theta || pi_ref): unbiased and always >= 0.
