@@ -107,6 +107,53 @@ def test_a_server_killed_mid_episode_loses_no_record(vault, tiny_llama, tmp_path
         assert record["finish_reason"] == "env_done" or record["error"].startswith("OpenEnvError"), record
 
 
+SUBMIT = {"type": "function", "function": {"name": "submit_code", "description": "Submit the vault code.",
+                                          "parameters": {"type": "object", "properties": {"code": {"type": "string"}},
+                                                         "required": ["code"]}}}
+
+
+def test_a_plain_observation_that_ends_the_episode_keeps_the_servers_reward(vault, tiny_llama, tmp_path):
+    """finqa's shape (issue 67): a tool answered by a plain `Observation(done=True, reward=...)`, which OpenEnv's
+    client returns as a GenericMCPObservation without `result`: the episode ends `env_done` with the server's
+    reward, 1.0 for the right code and 0.0, still the server's, for a wrong one."""
+    samples = [{**vault_sample(f"{word}", vault.base_url, "red", f" Be {word}."), "tools": [*TOOLS, SUBMIT]}
+               for word in ("right", "wrong")]
+    path = write_jsonl(tmp_path / "samples.jsonl", samples)
+    done = astra_grpo("submit", "rollout", path, "--model", tiny_llama, "--max-turns", "3", "--max-new-tokens", "48",
+                      "--max-response-length", "400", "--openenv-timeout-s", "10",
+                      "-o", tmp_path / "rollouts.jsonl", "--rejects", tmp_path / "rejects.jsonl")
+    assert done.returncode == 0, done.stderr[-3000:]
+    by_id = {r["sample_id"]: r for r in read_jsonl(tmp_path / "rollouts.jsonl")}
+    assert set(by_id) == {"right", "wrong"} and read_jsonl(tmp_path / "rejects.jsonl") == []
+    for sample_id, reward in (("right", 1.0), ("wrong", 0.0)):
+        record = by_id[sample_id]
+        assert record["finish_reason"] == "env_done", record
+        assert record["reward"] == reward
+        assert record["reward_components"]["kind"] == "openenv" and record["reward_components"]["done"] is True
+        assert record["reward_components"]["step_rewards"][-1] == reward  # the step's reward, from the server
+        observations = [m["content"] for m in record["messages"] if m["role"] == "tool"]
+        assert json.loads(observations[-1])["verdict"] == sample_id  # the observation's text reached the policy
+
+
+def test_an_episode_that_never_reached_its_server_is_an_error_not_a_reward(vault, tiny_llama, tmp_path):
+    """A policy that calls no tool, on a base_url where nothing listens: with `reward.kind: openenv` there is no
+    reward of the environment's, so the episode ends `error` with the reason (issue 67), not `no_tool_call` 0.0; the
+    same policy on a live server gets the server's (reset) reward and its own finish reason."""
+    samples = [vault_sample("nobody", "http://127.0.0.1:9", "red"), vault_sample("red", vault.base_url, "red")]
+    path = write_jsonl(tmp_path / "samples.jsonl", samples)
+    done = astra_grpo("mute", "rollout", path, "--model", tiny_llama, "--max-turns", "3", "--max-new-tokens", "48",
+                      "--max-response-length", "400", "--openenv-timeout-s", "10",
+                      "-o", tmp_path / "rollouts.jsonl", "--rejects", tmp_path / "rejects.jsonl")
+    assert done.returncode == 0, done.stderr[-3000:]
+    by_id = {r["sample_id"]: r for r in read_jsonl(tmp_path / "rollouts.jsonl")}
+    assert set(by_id) == {"nobody", "red"} and read_jsonl(tmp_path / "rejects.jsonl") == []
+    assert by_id["nobody"]["finish_reason"] == "error", by_id["nobody"]
+    assert "OpenEnvError: OpenEnv server http://127.0.0.1:9: reset" in by_id["nobody"]["error"]
+    assert by_id["red"]["finish_reason"] == "no_tool_call", by_id["red"]
+    assert by_id["red"]["reward_components"]["kind"] == "openenv"
+    assert len(by_id["red"]["reward_components"]["step_rewards"]) == 1  # the reset reached the server
+
+
 def test_our_served_environment_played_by_astra_grpo_scores_ours(tiny_llama, tmp_path):
     """qaenv samples served by `astra-qaenv serve-openenv`, played by `astra-grpo rollout` through OpenEnv with the
     environment's reward (a closing step with the final answer): the server's F1 is the F1 of the rollout's own

@@ -75,18 +75,23 @@ class OpenEnvSession:
         return result
 
     def call(self, name: str, arguments: dict | str | None) -> CallResult:
-        from openenv.core.env_server.mcp_types import CallToolAction
+        from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
         if not isinstance(arguments, dict):
             return CallResult("Error: the arguments are not a JSON object", False, "error")
         if self.done:
             return CallResult("Error: the environment has ended the episode", False, "error")
         observation = self._step(CallToolAction(tool_name=name, arguments=arguments), f"calling {name}").observation
+        if not isinstance(observation, CallToolObservation):
+            # a plain Observation from the tool (finqa's submit_answer): OpenEnv's client makes it a
+            # GenericMCPObservation, with no `result`; its text is its own fields, its reward and done are the step's
+            return CallResult(observation_text(observation), True, "ok")
         if getattr(observation, "error", None) is not None:
             message = observation.error.message
             return CallResult(message if message.startswith("Error") else f"Error: {message}", False, "error")
-        text = result_text(getattr(observation, "result", None))
-        failed = isinstance(observation.result, dict) and observation.result.get("is_error")
+        result = getattr(observation, "result", None)
+        text = result_text(result)
+        failed = isinstance(result, dict) and bool(result.get("is_error"))
         return CallResult(text, not failed, "error" if failed else "ok")
 
     def finish(self, answer: str | None) -> None:
@@ -121,6 +126,17 @@ def result_text(result) -> str:
     return "\n".join(part.get("text", "") for part in result.get("content") or [] if isinstance(part, dict))
 
 
+def observation_text(observation) -> str:
+    """A generic observation (no MCP `result`) as the observation text: its environment-specific fields, else its
+    metadata, as JSON (empty when it has neither)."""
+    fields = dict(getattr(observation, "model_extra", None) or {})
+    if not fields and getattr(observation, "metadata", None):
+        fields = dict(observation.metadata)
+    if not fields:
+        return ""
+    return json.dumps(fields, ensure_ascii=False, default=str)
+
+
 class OpenEnvPool:
     """Sessions on OpenEnv servers for the episode runner: `with pool.session(spec) as session` (the interface of
     the sandbox's SessionPool and the tau2 pool)."""
@@ -151,13 +167,11 @@ def openenv_reward(pool: OpenEnvPool, sample: dict, messages: list[dict],
     from astra_reward.conversation import final_answer
 
     spec = sample["environment"]["openenv"]
-    if spec.get("finish") and session is None:
+    if session is None:  # never reached the server: its reward is the reset's, or the reason it has none
         with pool.session(spec) as fresh:
             return openenv_reward(pool, sample, messages, fresh)
     if spec.get("finish"):
         session.finish(final_answer(messages))
-    if session is None:
-        return 0.0, {"kind": "openenv", "step_rewards": [], "done": False}
     components = {"kind": "openenv", "step_rewards": session.rewards, "done": session.done}
     if session.closing is not None:
         components["closing"] = session.closing

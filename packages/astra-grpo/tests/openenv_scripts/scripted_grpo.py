@@ -7,6 +7,8 @@ the tiny random-init model still computes every log-prob and gradient. POLICY:
 - vault: a first turn alternates between asking the room's code and guessing one; the next opens the vault with the
   code the observation gave; then it answers. Half the episodes open the vault (reward variance in every group);
 - plug: calls `pull_the_plug` (the server dies) on the prompt that asks for it, plays vault elsewhere;
+- submit: calls `submit_code` (a plain Observation back, finqa's shape), right where the prompt says so;
+- mute: answers "Done." at once, calling no tool;
 - gold: replays the gold trajectory whose question the prompt asks (GOLD env var: a trajectory JSONL), one
   assistant turn per recorded turn.
 Runs under .venv-openenv.
@@ -40,6 +42,11 @@ def vault(prompt: str) -> str:
     return call("open_vault", code=code[-1]) if turn == 1 and code else "Done."
 
 
+def submit(prompt: str) -> str:
+    """finqa's shape: submits "4711" where the prompt says "right", "0000" elsewhere, with `submit_code`."""
+    return call("submit_code", code="4711" if "right" in prompt else "0000") if assistant_turns(prompt) == 0 else "Done."
+
+
 def plug(prompt: str) -> str:
     return call("pull_the_plug") if "plug" in prompt and assistant_turns(prompt) == 0 else vault(prompt)
 
@@ -68,4 +75,4 @@ def main_with(policy) -> None:
 
 if __name__ == "__main__":
     chosen = sys.argv[1]
-    main_with({"vault": vault, "plug": plug}.get(chosen) or gold_policy())
+    main_with({"vault": vault, "plug": plug, "mute": lambda prompt: "Done.", "submit": submit}.get(chosen) or gold_policy())

@@ -66,6 +66,10 @@ class VaultEnvironment(MCPEnvironment):
 
     async def step_async(self, action, timeout_s=None, **kwargs) -> Observation:
         self.steps += 1
+        if isinstance(action, CallToolAction) and action.tool_name == "submit_code":
+            # finqa's shape (its submit_answer): a plain Observation, done with the reward, no MCP tool result
+            right = action.arguments.get("code") == CODES.get(self.room)
+            return Observation(done=True, reward=1.0 if right else 0.0, metadata={"verdict": "right" if right else "wrong"})
         observation = await super().step_async(action, timeout_s=timeout_s, **kwargs)
         if isinstance(action, CallToolAction) and action.tool_name == "open_vault":
             observation.reward, observation.done = (1.0 if self.opened else 0.0), True
