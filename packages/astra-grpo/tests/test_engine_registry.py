@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from astra_grpo.config import ConfigError, GRPOConfig, load_config
 from astra_grpo.engines import Engine, Generation, Sampling, cut, engine_kinds, make_engine, register_engine
+from astra_grpo.engines.shared import SharedEngine
 from astra_grpo.grpo import train_grpo
-from test_resume import coin_reward, grpo_config
+from test_resume import grpo_config
 
 
 class CountingEngine(Engine):
@@ -39,9 +40,15 @@ class CountingEngine(Engine):
 BUILT: list[CountingEngine] = []
 
 
-def counting_engine(config, policy, tokenizer, renderer, version=0, halt=None) -> CountingEngine:
+def answer_1(episode):
+    """1 for the reply "Answer 1.", else 0: groups with reward variance, so the updates have a gradient."""
+    return float(any(m.get("content") == "Answer 1." for m in episode.messages if m["role"] == "assistant")), {}
+
+
+def counting_engine(config, policy, tokenizer, renderer, version=0, halt=None) -> Engine:
+    """An asynchronous run (max_staleness > 0) generates while the trainer pushes: the engine shared behind a lock."""
     BUILT.append(CountingEngine(tokenizer, renderer.stop_ids[0], version))
-    return BUILT[-1]
+    return SharedEngine(BUILT[-1], version) if config.max_staleness else BUILT[-1]
 
 
 @pytest.fixture
@@ -55,19 +62,34 @@ def samples(tmp_path):
 
 def test_a_registered_engine_trains_two_grpo_steps(tiny_llama, samples, tmp_path, sandbox, fresh_accelerate_state):
     register_engine("counting", counting_engine)
+    BUILT.clear()
     assert "counting" in engine_kinds()
     output = tmp_path / "run"
     final = train_grpo(grpo_config(tiny_llama, output, engine="counting", max_steps=2, save_weights_steps=0),
-                       [str(samples)], pool=sandbox, reward_fn=coin_reward)
+                       [str(samples)], pool=sandbox, reward_fn=answer_1)
 
     [engine] = BUILT
     assert engine.replies > 0 and engine.sleeps >= 2  # it played the rollouts, and slept through the updates
     assert engine.pushed == [1, 2] and engine.version == 2  # a push after each update, one version each
-    steps = [json.loads(line)["step"] for line in (output / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [1, 2] and (final / "model.safetensors").exists()
-    replies = [m["content"] for line in Path(str(output) + ".rollouts.jsonl").read_text().splitlines()
-               for m in json.loads(line)["messages"] if m["role"] == "assistant"]
+    steps = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and any(s["grad_norm"] > 0 for s in steps)
+    assert (final / "model.safetensors").exists()
+    rollouts = [json.loads(line) for line in Path(str(output) + ".rollouts.jsonl").read_text().splitlines()]
+    replies = [m["content"] for r in rollouts for m in r["messages"] if m["role"] == "assistant"]
     assert replies and all(reply.startswith("Answer ") for reply in replies)
+
+
+def test_a_registered_engine_trains_an_asynchronous_run(tiny_llama, samples, tmp_path, sandbox,
+                                                       fresh_accelerate_state):
+    register_engine("counting", counting_engine)
+    BUILT.clear()
+    output = tmp_path / "async"
+    train_grpo(grpo_config(tiny_llama, output, engine="counting", max_steps=2, save_weights_steps=0, max_staleness=1),
+               [str(samples)], pool=sandbox, reward_fn=answer_1)
+    [engine] = BUILT
+    assert engine.replies > 0 and len(engine.pushed) == 2 and engine.sleeps == 0  # generating while it trains
+    staleness = [json.loads(line)["staleness/max"] for line in (output / "metrics.jsonl").read_text().splitlines()]
+    assert len(staleness) == 2 and max(staleness) <= 1
 
 
 def test_an_engine_installed_under_the_entry_point_group_is_a_kind(tmp_path, monkeypatch):
