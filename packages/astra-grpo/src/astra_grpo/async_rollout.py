@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from astra_core.llm import LLMUnavailable
 
 from astra_grpo.abf import BatchFiller, Fill
+from astra_grpo.engines.shared import SharedEngine  # noqa: F401 - its old home (tests, callers)
 from astra_grpo.rollout import Group
 
 
@@ -220,39 +221,6 @@ class RolloutProducer:
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise RuntimeError(f"the rollout producer did not stop within {timeout:.0f} s")
-
-
-class SharedEngine:
-    """An in-process engine (vLLM) shared by the producer and the trainer: its weight push waits for the turn
-    being generated (weight_sync: turn), and every generation carries the version that generated it."""
-
-    def __init__(self, engine, version: int):
-        self._engine, self.version = engine, version
-        self._lock = threading.Lock()
-
-    def generate(self, *args, **kwargs):
-        with self._lock:
-            generations = self._engine.generate(*args, **kwargs)
-            for generation in generations:
-                generation.version = self.version
-            return generations
-
-    def push_weights(self, model, version: int) -> None:
-        with self._lock:
-            self._engine.push_weights(model)
-            self.version = version
-
-    def sync(self) -> None:
-        """Nothing pending: weights are taken when pushed."""
-
-    def sleep(self) -> None:
-        """An engine generating while the trainer updates never sleeps."""
-
-    def wake(self) -> None:
-        """See sleep."""
-
-    def close(self) -> None:
-        """The engine's own lifetime is the trainer's."""
 
 
 def staleness_counts(groups: list[Group], version: int) -> dict[int, int]:

@@ -17,6 +17,8 @@ from astra_core.config import ConfigError, check, knob, load_config, pop_values,
 from astra_core.config import config_options as core_config_options
 from astra_core.reply_formats import REPLY_FORMATS
 
+from astra_grpo.engines.registry import engine_kinds
+
 __all__ = ["ConfigError", "GRPOConfig", "RolloutConfig", "SFTConfig", "TrainConfig", "config_options", "knob", "load_config",
            "pop_overrides", "save_config", "to_dict"]
 
@@ -223,8 +225,9 @@ class GRPOConfig(TrainConfig):
                                   "zero-signal groups from the last round (logged as abf_capped).", minimum=1)
 
     # -- rollouts ------------------------------------------------------------------------------
-    engine: str = knob("transformers", "Rollout engine: transformers (CPU/GPU) | vllm (GPU, extra `vllm`).",
-                       choices=("transformers", "vllm"))
+    engine: str = knob("transformers", "Rollout engine, by name: transformers (CPU/GPU) | vllm (GPU, extra `vllm`) | "
+                                       "a kind registered with astra_grpo.engines.register_engine or installed in "
+                                       "the entry point group astra_grpo.engines.")
     max_turns: int = knob(32, "Assistant turns per episode (paper: 32).", minimum=1)
     max_prompt_length: int = knob(25600, "Longest prompt in tokens (paper: 25,600); longer samples are rejected.",
                                   minimum=1)
@@ -331,6 +334,8 @@ class GRPOConfig(TrainConfig):
         _check(self.top_p > 0, "top_p", "must be in (0, 1]")
         _check(self.vllm_gpu_memory_utilization > 0, "vllm_gpu_memory_utilization", "must be in (0, 1]")
         _check(self.sandbox_call_timeout_s > 0, "sandbox_call_timeout_s", "must be > 0")
+        kinds = engine_kinds()
+        _check(self.engine in kinds, "engine", f"unknown engine kind {self.engine!r}; known: {' | '.join(kinds)}")
         _check(not (self.max_staleness and self.engine == "vllm" and self.vllm_sleep), "vllm_sleep",
                "an asynchronous run (max_staleness > 0) generates while it trains: vLLM cannot sleep (--no-vllm-sleep)")
         _check(not (self.max_staleness and self.engine == "vllm" and self.weight_sync != "turn"), "weight_sync",

@@ -16,7 +16,7 @@ One step:
 With `max_staleness: k > 0` (asynchronous GRPO, `astra_grpo.async_rollout`) step 1 is a producer thread that
 plays rounds ahead while step 3 trains, each round at most k policy versions stale when trained, and the
 update is the decoupled objective (engines/correction.py); the transformers engine then generates in a
-process of its own (`astra_grpo.engine_process`). k = 0 is the loop above, unchanged.
+process of its own (`astra_grpo.engines.process`). k = 0 is the loop above, unchanged.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from astra_core.progress import Progress
 from astra_core.schema import RecordError
 
 from astra_grpo.abf import BatchFiller
-from astra_grpo.async_rollout import OnDemandRounds, RolloutProducer, Round, SharedEngine, staleness_metrics
+from astra_grpo.async_rollout import OnDemandRounds, RolloutProducer, Round, staleness_metrics
 from astra_grpo.chat import ChatRenderer, chat_renderer
 from astra_grpo.checkpoint import (
     latest_state,
@@ -51,7 +51,7 @@ from astra_grpo.checkpoint import (
 from astra_grpo.config import ConfigError, GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
-from astra_grpo.engines import Sampling, correction
+from astra_grpo.engines import Engine, Sampling, correction, make_engine
 from astra_grpo.environments import open_openenv_pool, open_sandbox_pool, plays_openenv, runs_code
 from astra_grpo.layout import Layout, plan
 from astra_grpo.layout_attention import usable_layout
@@ -91,34 +91,11 @@ def rollout_settings(config: GRPOConfig) -> RolloutSettings:
                            max_live_episodes=config.sandbox_pool_size, max_user_turns=config.max_user_turns)
 
 
-def make_engine(config: GRPOConfig, policy, tokenizer, renderer: ChatRenderer, version: int = 0,
-                halt: threading.Event | None = None):
-    if config.engine == "vllm":
-        from astra_core.local.model import resolve_model_path
-
-        from astra_grpo.engines.vllm import VLLMEngine
-
-        engine = VLLMEngine(str(resolve_model_path(config.model)), renderer.stop_ids,
-                            max_model_len=config.max_prompt_length + config.max_response_length,
-                            gpu_memory_utilization=config.vllm_gpu_memory_utilization, seed=config.seed,
-                            sleep_between_rollouts=config.vllm_sleep)
-        return SharedEngine(engine, version) if config.max_staleness else engine
-    if config.max_staleness:  # generates while the trainer updates: on a copy, in a process of its own
-        from astra_grpo.engine_process import EngineProcess
-
-        halt = halt or threading.Event()
-        return EngineProcess(policy, tokenizer.pad_token_id, renderer.stop_ids, batch_size=config.generation_batch_size,
-                             seed=config.seed, weight_sync=config.weight_sync, version=version, stopping=halt.is_set)
-    from astra_grpo.engines.transformers import TransformersEngine
-
-    return TransformersEngine(policy, tokenizer.pad_token_id, renderer.stop_ids,
-                              batch_size=config.generation_batch_size)
-
-
 def engine_weights(engine, accelerator, model):
     """The whole ZeRO-3 model gathered for an engine that generates with it (transformers); nothing for one
     that gathers parameter by parameter itself (vLLM: never the whole model beside vLLM's copy)."""
-    if getattr(engine, "gathers_own_weights", False):
+    # (a duck-typed engine, a test's, is not an Engine: it has the interface's default, False)
+    if isinstance(engine, Engine) and engine.gathers_own_weights:
         return contextlib.nullcontext()
     return full_weights(accelerator, model)
 

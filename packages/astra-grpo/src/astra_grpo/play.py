@@ -51,8 +51,9 @@ class Player:
         import torch
 
         from astra_grpo.chat import chat_renderer
+        from astra_grpo.engines import make_engine
         from astra_grpo.environments import open_sandbox_pool
-        from astra_grpo.grpo import make_engine, rollout_settings
+        from astra_grpo.grpo import rollout_settings
         from astra_grpo.rollout import EpisodeRunner
         from astra_grpo.runtime import load_policy
         from astra_grpo.users import make_user_simulator

@@ -2,8 +2,9 @@
 
     python scripted_grpo.py POLICY astra-grpo-args...
 
-The engine replies from the prompt text (grpo_support.ScriptedEngine: tokenized replies ended with the stop token);
-the tiny random-init model still computes every log-prob and gradient. POLICY:
+The engine (`--engine scripted`, registered here by name) replies from the prompt text (grpo_support.ScriptedEngine:
+tokenized replies ended with the stop token); the tiny random-init model still computes every log-prob and gradient.
+POLICY:
 - vault: a first turn alternates between asking the room's code and guessing one; the next opens the vault with the
   code the observation gave; then it answers. Half the episodes open the vault (reward variance in every group);
 - plug: calls `pull_the_plug` (the server dies) on the prompt that asks for it, plays vault elsewhere;
@@ -22,8 +23,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # astra-grpo's tests: grpo_support
-import astra_grpo.grpo  # noqa: E402
 from astra_grpo.cli import main  # noqa: E402
+from astra_grpo.engines import register_engine  # noqa: E402
 from grpo_support import ScriptedEngine, assistant_turns  # noqa: E402
 
 _first_turns = itertools.count()
@@ -66,11 +67,12 @@ def gold_policy():
 
 
 def main_with(policy) -> None:
-    def make_engine(config, policy_model, tokenizer, renderer):
+    def scripted_engine(config, policy_model, tokenizer, renderer, version=0, halt=None):
         return ScriptedEngine(tokenizer, policy, renderer.stop_ids[0])
 
-    astra_grpo.grpo.make_engine = make_engine
-    main(sys.argv[2:], prog_name="astra-grpo")
+    register_engine("scripted", scripted_engine)
+    command, *args = sys.argv[2:]
+    main([command, "--engine", "scripted", *args], prog_name="astra-grpo")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from astra_grpo.engines import Generation, Sampling
+from astra_grpo.engines import Engine, Generation, Sampling
 
 
 @dataclass
@@ -35,7 +35,7 @@ class _Cached:
     layers: list[tuple[torch.Tensor, torch.Tensor]]
 
 
-class TransformersEngine:
+class TransformersEngine(Engine):
     """`model` is the unwrapped policy. Under DeepSpeed ZeRO-3 the trainer gathers the sharded
     weights once around a whole rollout round (processes play different numbers of turns, so a
     per-call collective could not line up)."""
@@ -192,9 +192,10 @@ class TransformersEngine:
         """Forget every episode's cache (new weights make them stale)."""
         self._cached.clear()
 
-    def push_weights(self, model) -> None:
+    def push_weights(self, model, version: int | None = None) -> None:
         """Nothing to copy: this engine generates with the trained module itself. Cached keys/values
         were computed with the old weights: dropped."""
+        self.advance_version(version)
         self.reset()
 
     def sleep(self) -> None:
@@ -203,6 +204,23 @@ class TransformersEngine:
 
     def wake(self) -> None:
         """Nothing to restore."""
+
+
+def make_transformers_engine(config, policy, tokenizer, renderer, version: int = 0, halt=None) -> Engine:
+    """`engine: transformers`. An asynchronous run (max_staleness > 0) generates while the trainer updates:
+    on a copy of the policy, in a process of its own (engines/process.py)."""
+    if config.max_staleness:
+        import threading
+
+        from astra_grpo.engines.process import EngineProcess
+
+        halt = halt or threading.Event()
+        return EngineProcess(policy, tokenizer.pad_token_id, renderer.stop_ids, batch_size=config.generation_batch_size,
+                             seed=config.seed, weight_sync=config.weight_sync, version=version, stopping=halt.is_set)
+    engine = TransformersEngine(policy, tokenizer.pad_token_id, renderer.stop_ids,
+                                batch_size=config.generation_batch_size)
+    engine.version = version
+    return engine
 
 
 def _row_layers(past: DynamicCache, row: int, mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:

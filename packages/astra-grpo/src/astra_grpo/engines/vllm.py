@@ -28,7 +28,7 @@ import socket
 import sys
 import time
 
-from astra_grpo.engines import Generation, Sampling, cut
+from astra_grpo.engines import Engine, Generation, Sampling, cut
 from astra_grpo.engines import vllm_preflight as preflight
 
 WEIGHTS, KV_CACHE = "weights", "kv_cache"  # vLLM's sleep tags, woken in this order
@@ -85,7 +85,7 @@ def gathered(param):
     return deepspeed.zero.GatheredParameters([param], modifier_rank=None)
 
 
-class VLLMEngine:
+class VLLMEngine(Engine):
     gathers_own_weights = True  # push_weights gathers parameter by parameter: the caller must not gather all
 
     def __init__(self, model_path: str, stop_ids: list[int], *, max_model_len: int,
@@ -133,9 +133,10 @@ class VLLMEngine:
         return generation
 
     # -- weights --------------------------------------------------------------------------------------
-    def push_weights(self, model) -> None:
+    def push_weights(self, model, version: int | None = None) -> None:
         """Load the trainer's parameters (HF checkpoint names) into vLLM, one gathered parameter at a time.
         Every process calls it with the same model (under ZeRO-3 each gather is a collective)."""
+        self.advance_version(version)
         self._wake([WEIGHTS])
         # vLLM's own model object (unwrapped from its CUDA-graph wrappers), in this process: external_launcher
         # runs the one worker in-process, so nothing is serialised
@@ -175,6 +176,23 @@ class VLLMEngine:
             if tag in self.asleep:
                 self.llm.wake_up(tags=[tag])
                 self.asleep.discard(tag)
+
+
+def make_vllm_engine(config, policy, tokenizer, renderer, version: int = 0, halt=None) -> Engine:
+    """`engine: vllm`. In an asynchronous run (max_staleness > 0) the producer generates while the trainer pushes:
+    shared behind a lock (engines/shared.py)."""
+    from astra_core.local.model import resolve_model_path
+
+    engine = VLLMEngine(str(resolve_model_path(config.model)), renderer.stop_ids,
+                        max_model_len=config.max_prompt_length + config.max_response_length,
+                        gpu_memory_utilization=config.vllm_gpu_memory_utilization, seed=config.seed,
+                        sleep_between_rollouts=config.vllm_sleep)
+    engine.version = version
+    if config.max_staleness:
+        from astra_grpo.engines.shared import SharedEngine
+
+        return SharedEngine(engine, version)
+    return engine
 
 
 def _has_cuda() -> bool:
