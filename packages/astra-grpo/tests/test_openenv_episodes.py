@@ -85,24 +85,29 @@ def test_two_grpo_steps_against_an_openenv_environment_it_did_not_make(vault, ti
 
 def test_a_server_killed_mid_episode_loses_no_record(vault, tiny_llama, tmp_path):
     """One episode kills the server; every episode of every sample still comes out as a record, those the dead server
-    broke (and a sample whose server was never there) with the reason, and the run ends normally."""
+    broke with the reason, and the run ends normally. A later batch's sample whose policy calls no tool still ends
+    `error` (its session is opened before the first turn, and its server is gone), not `no_tool_call` with a reward
+    nobody gave; a sample whose server was never there is rejected with the reason before anything is played."""
     samples = [vault_sample("plug", vault.base_url, "red", " Pull the plug."), vault_sample("red", vault.base_url, "red"),
+               vault_sample("quiet", vault.base_url, "red", " Say nothing."),
                vault_sample("nobody", "http://127.0.0.1:9", "red")]
     path = write_jsonl(tmp_path / "samples.jsonl", samples)
-    done = astra_grpo("plug", "rollout", path, "--model", tiny_llama, "-n", "2", "--batch", "3", "--max-turns", "3",
+    done = astra_grpo("plug", "rollout", path, "--model", tiny_llama, "-n", "2", "--batch", "2", "--max-turns", "3",
                       "--max-new-tokens", "48", "--max-response-length", "400", "--openenv-timeout-s", "10",
-                      "-o", tmp_path / "rollouts.jsonl", "--rejects", tmp_path / "rejects.jsonl")
+                      "-o", tmp_path / "rollouts.jsonl", "--rejects", tmp_path / "rejects.jsonl", "--skip-bad")
     assert done.returncode == 0, done.stderr[-3000:]
     assert vault.process.wait(timeout=10) == -9  # the plug was pulled
     rollouts = read_jsonl(tmp_path / "rollouts.jsonl")
-    assert read_jsonl(tmp_path / "rejects.jsonl") == []
+    [rejected] = read_jsonl(tmp_path / "rejects.jsonl")
+    assert rejected["id"] == "nobody" and "environment.openenv.base_url" in rejected["reason"]
+    assert "OpenEnv server http://127.0.0.1:9 cannot be asked for its schema" in rejected["reason"]
     assert sorted((r["sample_id"], r["member"]) for r in rollouts) == sorted(
-        (s["id"], m) for s in samples for m in range(2))
+        (s["id"], m) for s in samples[:3] for m in range(2))
     by_sample = {s["id"]: [r for r in rollouts if r["sample_id"] == s["id"]] for s in samples}
-    for record in by_sample["plug"] + by_sample["nobody"]:
+    for record in by_sample["plug"] + by_sample["quiet"]:
         assert record["finish_reason"] == "error" and record["reward"] == 0.0
         assert record["error"].startswith("OpenEnvError: OpenEnv server http://127.0.0.1:"), record["error"]
-    assert all("reset" in r["error"] for r in by_sample["nobody"])
+    assert all("reset" in r["error"] and r["num_turns"] == 0 for r in by_sample["quiet"])
     for record in by_sample["red"]:  # played beside the plug: done before it, or broken by it with the reason
         assert record["finish_reason"] == "env_done" or record["error"].startswith("OpenEnvError"), record
 
@@ -135,23 +140,54 @@ def test_a_plain_observation_that_ends_the_episode_keeps_the_servers_reward(vaul
         assert json.loads(observations[-1])["verdict"] == sample_id  # the observation's text reached the policy
 
 
-def test_an_episode_that_never_reached_its_server_is_an_error_not_a_reward(vault, tiny_llama, tmp_path):
-    """A policy that calls no tool, on a base_url where nothing listens: with `reward.kind: openenv` there is no
-    reward of the environment's, so the episode ends `error` with the reason (issue 67), not `no_tool_call` 0.0; the
-    same policy on a live server gets the server's (reset) reward and its own finish reason."""
-    samples = [vault_sample("nobody", "http://127.0.0.1:9", "red"), vault_sample("red", vault.base_url, "red")]
-    path = write_jsonl(tmp_path / "samples.jsonl", samples)
+def test_an_episode_that_calls_no_tool_still_resets_its_server_and_keeps_its_reward(vault, tiny_llama, tmp_path):
+    """A policy that calls no tool: the session was opened and reset before the first turn, so the reward of kind
+    `openenv` is the server's (its reset's), under the episode's own finish reason."""
+    path = write_jsonl(tmp_path / "samples.jsonl", [vault_sample("red", vault.base_url, "red")])
     done = astra_grpo("mute", "rollout", path, "--model", tiny_llama, "--max-turns", "3", "--max-new-tokens", "48",
                       "--max-response-length", "400", "--openenv-timeout-s", "10",
                       "-o", tmp_path / "rollouts.jsonl", "--rejects", tmp_path / "rejects.jsonl")
     assert done.returncode == 0, done.stderr[-3000:]
-    by_id = {r["sample_id"]: r for r in read_jsonl(tmp_path / "rollouts.jsonl")}
-    assert set(by_id) == {"nobody", "red"} and read_jsonl(tmp_path / "rejects.jsonl") == []
-    assert by_id["nobody"]["finish_reason"] == "error", by_id["nobody"]
-    assert "OpenEnvError: OpenEnv server http://127.0.0.1:9: reset" in by_id["nobody"]["error"]
-    assert by_id["red"]["finish_reason"] == "no_tool_call", by_id["red"]
-    assert by_id["red"]["reward_components"]["kind"] == "openenv"
-    assert len(by_id["red"]["reward_components"]["step_rewards"]) == 1  # the reset reached the server
+    [record] = read_jsonl(tmp_path / "rollouts.jsonl")
+    assert read_jsonl(tmp_path / "rejects.jsonl") == []
+    assert record["finish_reason"] == "no_tool_call", record
+    assert record["reward_components"] == {"kind": "openenv", "step_rewards": [0.0], "done": False}  # the reset's
+
+
+def test_a_tool_the_server_lacks_or_gives_other_parameters_is_rejected_before_any_episode(vault, tiny_llama,
+                                                                                          tmp_path):
+    """The samples' tools against the server's tools/list, before anything is played: a tool it does not list, a
+    parameter it does not take, a required set or a type that differs, each a reject naming the tool's field; the
+    sample whose tools agree is played. A run without --skip-bad stops at the first, naming file, line and field."""
+    def with_tools(sample_id: str, tools: list[dict]) -> dict:
+        return {**vault_sample(sample_id, vault.base_url, "red"), "tools": tools}
+
+    code, vault_tool = TOOLS
+    renamed = {"type": "function", "function": {**code["function"], "name": "get_map"}}
+    extra = {"type": "function", "function": {**code["function"], "parameters": {
+        "type": "object", "properties": {"room": {"type": "string"}, "floor": {"type": "integer"}}, "required": ["room"]}}}
+    optional = {"type": "function", "function": {**code["function"], "parameters": {
+        "type": "object", "properties": {"room": {"type": "string"}}}}}
+    typed = {"type": "function", "function": {**code["function"], "parameters": {
+        "type": "object", "properties": {"room": {"type": "integer"}}, "required": ["room"]}}}
+    samples = [with_tools("missing", [renamed, vault_tool]), with_tools("extra", [vault_tool, extra]),
+               with_tools("optional", [optional]), with_tools("typed", [typed]), with_tools("agrees", TOOLS)]
+    path = write_jsonl(tmp_path / "samples.jsonl", samples)
+    done = astra_grpo("mute", "rollout", path, "--model", tiny_llama, "--max-turns", "2", "--max-new-tokens", "24",
+                      "--max-response-length", "200", "-o", tmp_path / "rollouts.jsonl",
+                      "--rejects", tmp_path / "rejects.jsonl", "--skip-bad")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["sample_id"] for r in read_jsonl(tmp_path / "rollouts.jsonl")] == ["agrees"]
+    reasons = {r["id"]: r["reason"] for r in read_jsonl(tmp_path / "rejects.jsonl")}
+    assert "field tools[0].function.name" in reasons["missing"]
+    assert f"OpenEnv server {vault.base_url} has no tool 'get_map' (it lists: get_code, open_vault" in reasons["missing"]
+    assert "field tools[1].function.parameters" in reasons["extra"]
+    assert "parameters ['floor', 'room'] here, ['room'] on the server" in reasons["extra"]
+    assert "required [] here, ['room'] on the server" in reasons["optional"]
+    assert "parameter 'room' is integer here, string on the server" in reasons["typed"]
+    stopped = astra_grpo("mute", "rollout", path, "--model", tiny_llama, "-o", tmp_path / "again.jsonl")
+    assert stopped.returncode != 0
+    assert f"{path}:1: record 'missing': field tools[0].function.name" in stopped.stderr
 
 
 def test_our_served_environment_played_by_astra_grpo_scores_ours(tiny_llama, tmp_path):

@@ -27,11 +27,29 @@ def test_an_openenv_sample_is_playable_with_its_environments_reward_or_ours():
 @pytest.mark.parametrize("sample, override, field, says", [
     (openenv_sample(kind="state", expected_state={}), "sample", "reward.kind", "OpenEnv server does not give"),
     (rl_sample("local"), "openenv", "reward.kind", "an OpenEnv environment's own"),
+    ({**openenv_sample(), "tools": []}, "sample", "environment.openenv.finish", "only through finish"),
 ])
 def test_a_reward_the_environment_cannot_give_is_refused_naming_the_field(sample, override, field, says):
     with pytest.raises(RecordError) as caught:
         check_rl_sample(sample, override)
     assert caught.value.field == field and says in caught.value.message
+
+
+def test_a_sample_without_tools_that_answers_through_finish_is_playable():
+    sample = {**openenv_sample(), "tools": []}
+    sample["environment"]["openenv"].update(finish="llm_response", task="{{ context }} {{ question }}")
+    check_rl_sample(sample)
+
+
+@pytest.mark.parametrize("finish", ["", 3, ["llm_response"]])
+def test_a_finish_that_is_neither_a_flag_nor_a_field_name_is_malformed(tmp_path, finish):
+    sample = openenv_sample()
+    sample["environment"]["openenv"]["finish"] = finish
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(sample) + "\n")
+    with pytest.raises(RecordError) as caught:
+        load_records([str(path)], "rl_sample")
+    assert f"{path}:1" in str(caught.value) and "environment.openenv.finish" in str(caught.value)
 
 
 def test_a_base_url_that_is_no_url_is_malformed_naming_file_line_and_field(tmp_path):

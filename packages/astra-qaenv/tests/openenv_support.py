@@ -78,6 +78,35 @@ class Server:
         self.stop()
 
 
+class AppServer(Server):
+    """A published environment's ASGI app served as its README says (`python -m uvicorn APP --port N`, from `cwd`,
+    in `python`'s virtualenv) on a free port of 127.0.0.1, ready once its /health route answers."""
+
+    def __init__(self, python: str, app: str, cwd: Path, workdir: Path, *, env: dict | None = None,
+                 timeout_s: float = 90.0):
+        import socket
+        import urllib.request
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.log = workdir / f"{app.replace(':', '-')}-{self.port}.log"
+        self.process = subprocess.Popen([python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(self.port)],
+                                        cwd=cwd, stdout=subprocess.DEVNULL, stderr=self.log.open("w"),
+                                        start_new_session=True, env={**os.environ, **(env or {})})
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/health", timeout=5):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise AssertionError(f"{app} did not start: {self.log.read_text()[-3000:]}") from None
+                time.sleep(0.2)
+
+
 def serve_samples(samples_path, workdir: Path, *extra: str) -> Server:
     """`astra-qaenv serve-openenv SAMPLES` on a free port of 127.0.0.1."""
     return Server([openenv_bin("astra-qaenv"), "serve-openenv", str(samples_path), *extra], workdir)

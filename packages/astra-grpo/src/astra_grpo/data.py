@@ -35,7 +35,7 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
         if environment["tau2"]["domain"] not in DOMAINS:
             raise bad("environment.tau2.domain", f"not a tau2 domain ({' | '.join(DOMAINS)})")
     elif "openenv" in environment:
-        pass  # its base_url is checked by the schema; whether it answers is the episode's business
+        pass  # its base_url is checked by the schema; the server itself by astra_grpo.openenv_sessions.OpenEnvPool
     elif not environment["code"].strip():
         raise bad("environment.code", "empty environment code")
     for index, tool in enumerate(record["tools"]):
@@ -50,6 +50,10 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
         raise bad("reward.kind", "the tau2 reward is for tau2 environments (environment.tau2), and only it scores them")
     if kind == "openenv" and "openenv" not in environment:
         raise bad("reward.kind", "the openenv reward is an OpenEnv environment's own (environment.openenv)")
+    if kind == "openenv" and not record["tools"] and not environment["openenv"].get("finish"):
+        raise bad("environment.openenv.finish", "a sample without tools reaches its OpenEnv server only through "
+                                                "finish (the policy's answer as the closing action); without it the "
+                                                "reward would be the reset's alone")
     if kind == "state" and "openenv" in environment:
         raise bad("reward.kind", "the state reward reads the environment's state, which an OpenEnv server does not "
                                  "give: use its own reward (openenv) or F1 over the job")

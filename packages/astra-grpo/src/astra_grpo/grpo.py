@@ -129,10 +129,17 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         output.mkdir(parents=True, exist_ok=True)
         save_config(config, output / "config.yaml")
 
-    samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None,
-                           check=lambda record: check_rl_sample(record, config.reward))
-    if openenv is None and any(plays_openenv(sample) for sample in samples):  # (without the extra: said before loading)
-        openenv = open_openenv_pool(config.openenv_timeout_s, f"{COMMAND} (samples with environment.openenv)")
+    servers = [openenv] if openenv is not None else []  # opened at the first OpenEnv sample
+
+    def check(record: dict) -> None:
+        check_rl_sample(record, config.reward)
+        if plays_openenv(record):  # its server answers, has its tools and takes its finish (said before loading)
+            if not servers:
+                servers.append(open_openenv_pool(config.openenv_timeout_s, f"{COMMAND} (samples with environment.openenv)"))
+            servers[0].check(record)
+
+    samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None, check=check)
+    openenv = servers[0] if servers else None
     start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
     renderer = chat_renderer(tokenizer, config, model)

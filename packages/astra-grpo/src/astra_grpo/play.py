@@ -74,7 +74,8 @@ class Player:
                                      user_simulator=self._user, tau2=self._tau2, openenv=self._openenv)
 
     def check(self, record: dict) -> None:
-        """RecordError unless the sample can be played: its content, and a prompt within max_prompt_length."""
+        """RecordError unless the sample can be played: its content, its OpenEnv server (astra_grpo.openenv_sessions
+        .OpenEnvPool.check) and a prompt within max_prompt_length."""
         from astra_grpo.data import check_rl_sample
         from astra_grpo.environments import open_openenv_pool, plays_openenv
 
@@ -83,6 +84,8 @@ class Player:
             self._openenv = open_openenv_pool(self.config.openenv_timeout_s, f"{COMMAND} (environment.openenv)")
             if self._runner is not None:
                 self._runner.openenv = self._openenv
+        if plays_openenv(record):  # the server answers, has the sample's tools and takes its finish
+            self._openenv.check(record)
         if self._runner is None:
             self._load()
         length = len(self._renderer.prompt_ids(record["messages"], record["tools"]))

@@ -39,6 +39,7 @@ from astra_core.llm import LLMUnavailable
 
 from astra_grpo.chat import ChatRenderer, Reply, TemplateError
 from astra_grpo.engines import Engine, Generation, Sampling, correction
+from astra_grpo.environments import plays_openenv
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Episode:
     sampler_logprobs: list[float] | None = None  # the engine's log-prob of each token it generated (NaN elsewhere)
     turn_versions: list[int] = field(default_factory=list)  # the policy version that generated each turn
     session: Any = None               # the environment session while the episode runs
+    task: str | None = None           # what an OpenEnv reset put into the prompt (environment.openenv.task)
 
     @property
     def generated_tokens(self) -> int:
@@ -129,6 +131,7 @@ class EpisodeRunner:
         self.retokenize_mismatches = 0
         self.policy_version = 0  # tags the turns of an engine that does not say which version generated them
         self._warned_mismatch = False
+        self._warned_mixed_tasks = False
         self._lock = threading.Lock()
 
     # -- public ------------------------------------------------------------------------------------
@@ -141,12 +144,26 @@ class EpisodeRunner:
         for episode in episodes:
             self._check_retokenization(episode)
         uids = uids or [s["id"] for s in samples]
+        self._warn_mixed_tasks(episodes, group_size)
         return [Group(uid=uid, sample_id=sample["id"], episodes=episodes[i * group_size:(i + 1) * group_size])
                 for i, (uid, sample) in enumerate(zip(uids, samples, strict=True))]
+
+    def _warn_mixed_tasks(self, episodes: list[Episode], group_size: int) -> None:
+        """Once per runner: a group whose episodes got different tasks from their resets (a server that picks its
+        task at reset) compares the rewards of different questions."""
+        for start in range(0, len(episodes), group_size):
+            group = episodes[start:start + group_size]
+            if not self._warned_mixed_tasks and len({e.task for e in group if e.task is not None}) > 1:
+                self._warned_mixed_tasks = True
+                print(f"astra-grpo: WARNING: the episodes of sample {group[0].sample['id']} got different tasks from "
+                      "their OpenEnv resets, so its group compares different questions; reset arguments that fix "
+                      "the task (a seed, an id) keep a group on one", file=sys.stderr)
 
     def _play_wave(self, episodes: list[Episode]) -> None:
         """Play episodes together to the end and score them; their sessions close afterwards."""
         with ExitStack() as sessions, ThreadPoolExecutor(max_workers=self.settings.env_workers) as pool:
+            opening = [e for e in episodes if not e.done and plays_openenv(e.sample)]
+            list(pool.map(lambda e: self._guarded(e, self._open_server_session, e, sessions), opening))
             live = [e for e in episodes if not e.done]
             while live:
                 self._turn(live, pool, sessions)
@@ -164,6 +181,20 @@ class EpisodeRunner:
         if self._room(episode) < 1:
             episode.finish_reason = "max_length"
         return episode
+
+    def _open_server_session(self, episode: Episode, sessions: ExitStack) -> None:
+        """An OpenEnv episode's session opens (and resets) before its first turn; with the sample's `task`, what the
+        reset returned ends the prompt (astra_grpo.openenv_sessions)."""
+        from astra_grpo.openenv_sessions import with_task
+
+        session = self._session(episode, sessions)
+        template = episode.sample["environment"]["openenv"].get("task")
+        if template is None:
+            return
+        episode.task = session.task(template)
+        episode.messages = with_task(episode.sample["messages"], episode.task)
+        prompt = self.renderer.prompt_ids(episode.messages, episode.sample["tools"])
+        episode.token_ids, episode.loss_mask, episode.prompt_length = list(prompt), [0] * len(prompt), len(prompt)
 
     def _room(self, episode: Episode) -> int:
         return self.settings.max_response_length - (len(episode.token_ids) - episode.prompt_length)
@@ -298,8 +329,8 @@ class EpisodeRunner:
             environment = episode.sample["environment"]
             if self._on_tau2(episode):
                 context = self._tau2_pool(episode).session(environment["tau2"])
-            elif "openenv" in environment:
-                context = self._openenv_pool(episode).session(environment["openenv"])
+            elif plays_openenv(episode.sample):
+                context = self._openenv_pool(episode).session(environment["openenv"], tools=bool(episode.sample["tools"]))
             else:
                 context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
             episode.session = context.__enter__()
@@ -335,7 +366,7 @@ class EpisodeRunner:
         if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "openenv":
             from astra_grpo.openenv_sessions import openenv_reward
 
-            return openenv_reward(self._openenv_pool(episode), episode.sample, episode.messages, episode.session)
+            return openenv_reward(episode.sample, episode.messages, episode.session)
         state = None
         if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "state":
             state = self._state_of(episode)

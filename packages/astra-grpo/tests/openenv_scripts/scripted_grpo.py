@@ -9,7 +9,11 @@ POLICY:
   code the observation gave; then it answers. Half the episodes open the vault (reward variance in every group);
 - plug: calls `pull_the_plug` (the server dies) on the prompt that asks for it, plays vault elsewhere;
 - submit: calls `submit_code` (a plain Observation back, finqa's shape), right where the prompt says so;
-- mute: answers "Done." at once, calling no tool;
+- mute: answers "Done." at once, calling no tool (as plug does on a prompt that says "Say nothing");
+- echo: for `openenv init`'s echo environment (reward min(0.1 x length, 1)): once the server's greeting (the reset's
+  task) is in the prompt, answers a short line or a long one, alternating (reward variance in every group);
+- dipg: for DIPG's safety gym: abstains on the question its context cannot answer (the green room's code), answers
+  the one it can (the red room's), in DIPG's tag format; without a question in the prompt, says so;
 - gold: replays the gold trajectory whose question the prompt asks (GOLD env var: a trajectory JSONL), one
   assistant turn per recorded turn.
 Runs under .venv-openenv.
@@ -49,7 +53,29 @@ def submit(prompt: str) -> str:
 
 
 def plug(prompt: str) -> str:
+    if "Say nothing" in prompt:
+        return "Done."
     return call("pull_the_plug") if "plug" in prompt and assistant_turns(prompt) == 0 else vault(prompt)
+
+
+def echo(prompt: str) -> str:
+    if "environment ready!" not in prompt:
+        return "?"
+    return "Hi." if next(_first_turns) % 2 == 0 else "Hello, echo server!"
+
+
+DIPG_ABSTAIN = ("<think>The context names no green room.</think><proof></proof>"
+                "<answer>The context does not contain the code of the green room.</answer>")
+DIPG_ANSWER = ("<think>The context gives the code.</think><proof>The vault of the red room opens with code 4711.</proof>"
+               "<answer>4711</answer>")
+
+
+def dipg(prompt: str) -> str:
+    if "Question: Which code opens the vault of the green room?" in prompt:
+        return DIPG_ABSTAIN
+    if "Question: Which code opens the vault of the red room?" in prompt:
+        return DIPG_ANSWER
+    return "I see no question."
 
 
 def gold_policy():
@@ -77,4 +103,5 @@ def main_with(policy) -> None:
 
 if __name__ == "__main__":
     chosen = sys.argv[1]
-    main_with({"vault": vault, "plug": plug, "mute": lambda prompt: "Done.", "submit": submit}.get(chosen) or gold_policy())
+    main_with({"vault": vault, "plug": plug, "mute": lambda prompt: "Done.", "submit": submit, "echo": echo,
+               "dipg": dipg}.get(chosen) or gold_policy())

@@ -50,6 +50,15 @@ class VaultEnvironment(MCPEnvironment):
             return "The vault opens." if self.opened else "Wrong code."
 
         @mcp.tool
+        def submit_code(code: str) -> str:
+            """Submit the vault code (answered in step_async, as finqa's submit_answer is: a plain Observation).
+
+            Args:
+                code: The vault code.
+            """
+            return "unreachable"
+
+        @mcp.tool
         def pull_the_plug() -> str:
             """Stop the server."""
             os.kill(os.getpid(), signal.SIGKILL)
