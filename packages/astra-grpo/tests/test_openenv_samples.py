@@ -75,5 +75,6 @@ def test_without_the_extra_train_and_rollout_say_what_to_install_before_a_model_
                                                      "openenv: pip install 'astra-grpo[openenv]'")
     rollout = CliRunner().invoke(main, ["rollout", str(samples), "--model", str(missing), "-o", str(tmp_path / "r.jsonl")])
     assert rollout.exit_code == 3
-    assert "astra-grpo rollout (environment.openenv) needs openenv: pip install 'astra-grpo[openenv]'" in rollout.output
+    assert ("astra-grpo rollout (samples with environment.openenv) needs openenv: pip install 'astra-grpo[openenv]'"
+            in rollout.output)
     assert "no-model-here" not in rollout.output  # it stopped before loading the policy

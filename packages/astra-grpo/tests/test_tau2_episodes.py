@@ -10,6 +10,7 @@ import pytest
 from astra_core.llm import LLMConfig
 from astra_core.users import UserSimulator
 from astra_grpo.chat import ChatRenderer
+from astra_grpo.environments import Environments
 from astra_grpo.rollout import EpisodeRunner, RolloutSettings, rollout_record
 from astra_grpo.tau2 import Tau2Error, Tau2Pool, oracle_conversation, sample_record, tau2_python
 from grpo_support import ScriptedEngine, assistant_turns, load_tokenizer
@@ -77,7 +78,7 @@ def runner_for(tau2, script, final, user_replies, recorded_llm, settings=None):
     settings = settings or RolloutSettings(max_turns=8, max_new_tokens=256, max_response_length=16384)
     user = UserSimulator(LLMConfig(base_url=server.base_url, max_retries=0))
     SIMULATORS.append(user)
-    return EpisodeRunner(engine, renderer, None, settings, tau2=tau2, user_simulator=user), server
+    return EpisodeRunner(engine, renderer, Environments(pools={"tau2": tau2}), settings, user_simulator=user), server
 
 
 def test_the_gold_actions_and_a_user_stop_score_1_by_tau2s_evaluator(tau2, retail_sample, recorded_llm):

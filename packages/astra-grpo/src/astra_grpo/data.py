@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from astra_core.jsonl import dumps, load_checked
 from astra_core.schema import RecordError
 
+from astra_grpo.environments import kind_of
+
 REWARD_KINDS_NEEDING_JOB = ("f1", "recall", "precision")
 
 
@@ -29,15 +31,7 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
     if messages[-1]["role"] == "assistant":
         raise bad(f"messages[{len(messages) - 1}]", "the prompt must not end with an assistant turn")
     environment = record["environment"]
-    if "tau2" in environment:
-        from astra_grpo.tau2 import DOMAINS
-
-        if environment["tau2"]["domain"] not in DOMAINS:
-            raise bad("environment.tau2.domain", f"not a tau2 domain ({' | '.join(DOMAINS)})")
-    elif "openenv" in environment:
-        pass  # its base_url is checked by the schema; the server itself by astra_grpo.openenv_sessions.OpenEnvPool
-    elif not environment["code"].strip():
-        raise bad("environment.code", "empty environment code")
+    kind_of(record).check(record)  # what its environment kind needs (astra_grpo.environments)
     for index, tool in enumerate(record["tools"]):
         if not isinstance(tool["function"].get("name"), str):
             raise bad(f"tools[{index}].function.name", "every tool needs a name")
@@ -50,10 +44,6 @@ def check_rl_sample(record: dict, reward_override: str = "sample") -> None:
         raise bad("reward.kind", "the tau2 reward is for tau2 environments (environment.tau2), and only it scores them")
     if kind == "openenv" and "openenv" not in environment:
         raise bad("reward.kind", "the openenv reward is an OpenEnv environment's own (environment.openenv)")
-    if kind == "openenv" and not record["tools"] and not environment["openenv"].get("finish"):
-        raise bad("environment.openenv.finish", "a sample without tools reaches its OpenEnv server only through "
-                                                "finish (the policy's answer as the closing action); without it the "
-                                                "reward would be the reset's alone")
     if kind == "state" and "openenv" in environment:
         raise bad("reward.kind", "the state reward reads the environment's state, which an OpenEnv server does not "
                                  "give: use its own reward (openenv) or F1 over the job")

@@ -52,11 +52,17 @@ from astra_grpo.config import ConfigError, GRPOConfig, save_config
 from astra_grpo.context_parallel.grid import current_grid
 from astra_grpo.data import SampleStream, check_rl_sample, load_records, write_rejects
 from astra_grpo.engines import Engine, Sampling, correction, make_engine
-from astra_grpo.environments import open_openenv_pool, open_sandbox_pool, plays_openenv, runs_code
+from astra_grpo.environments import Environments
 from astra_grpo.layout import Layout, plan
 from astra_grpo.layout_attention import usable_layout
 from astra_grpo.logprobs import collate, token_logprobs, trainable_tokens
-from astra_grpo.loss import backward_scale, group_advantages, high_entropy_masks, objective_share, policy_terms
+from astra_grpo.loss import (
+    backward_scale,
+    group_advantages,
+    high_entropy_masks,
+    objective_share,
+    policy_terms,
+)
 from astra_grpo.preemption import Stopped, StopSignals
 from astra_grpo.rollout import EpisodeRunner, Group, RewardFn, RolloutSettings, rollout_record
 from astra_grpo.runtime import (
@@ -117,8 +123,9 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
     """Train; returns the directory of the final weights. `pool`: environment sessions (default: a
     jailed astra-sandbox SessionPool); `tau2`: sessions on tau2 domains for samples with `environment.tau2`
     (default: an astra_grpo.tau2.Tau2Pool); `openenv`: sessions on OpenEnv servers for samples with
-    `environment.openenv` (default: an astra_grpo.openenv_sessions.OpenEnvPool); `reward_fn`: episode -> (reward,
-    components) (default: astra-reward, tau2's evaluator for tau2 samples, the environment's for openenv ones)."""
+    `environment.openenv` (default: an astra_grpo.openenv_sessions.OpenEnvPool); any other kind of environment
+    registered with astra_grpo.environments opens its own; `reward_fn`: episode -> (reward, components) (default:
+    astra-reward, or the environment's own for the reward kinds it gives: tau2's evaluator, an OpenEnv server's)."""
     world = world_size()
     accumulation = config.accumulation_steps(data_parallel_size(config))
     accelerator = make_accelerator(config, accumulation)
@@ -129,17 +136,13 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         output.mkdir(parents=True, exist_ok=True)
         save_config(config, output / "config.yaml")
 
-    servers = [openenv] if openenv is not None else []  # opened at the first OpenEnv sample
+    environments = Environments(config, pools={"code": pool, "tau2": tau2, "openenv": openenv}, eager=True)
 
     def check(record: dict) -> None:
         check_rl_sample(record, config.reward)
-        if plays_openenv(record):  # its server answers, has its tools and takes its finish (said before loading)
-            if not servers:
-                servers.append(open_openenv_pool(config.openenv_timeout_s, f"{COMMAND} (samples with environment.openenv)"))
-            servers[0].check(record)
+        environments.check(record)  # e.g. its OpenEnv server answers, with its tools (said before a model loads)
 
     samples = load_records(files, "rl_sample", skip_bad=skip_bad, rejects=rejects if main else None, check=check)
-    openenv = servers[0] if servers else None
     start_trackers(accelerator, config)
     model, tokenizer = load_policy(config)
     renderer = chat_renderer(tokenizer, config, model)
@@ -189,14 +192,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
         signals = stack.enter_context(StopSignals(COMMAND, accelerator))
         progress = stack.enter_context(Progress(COMMAND, total_steps, unit="step", show=None if main else False,
                                                 initial=step))
-        on_tau2 = [sample for sample in samples if "tau2" in sample["environment"]]
-        if pool is None and any(runs_code(sample) for sample in samples):
-            pool = stack.enter_context(open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
-                                                         call_timeout_s=config.sandbox_call_timeout_s))
-        if tau2 is None and on_tau2:
-            from astra_grpo.tau2 import Tau2Pool
-
-            tau2 = stack.enter_context(Tau2Pool(config.tau2_python))
+        stack.enter_context(environments)
+        environments.prepare(samples)  # every kind's resources, before the first step (a warm sandbox pool)
         user_simulator = make_user_simulator(config, samples)
         if user_simulator is not None:
             stack.enter_context(user_simulator)
@@ -204,8 +201,8 @@ def train_grpo(config: GRPOConfig, files: list[str], *, skip_bad: bool = False, 
             halt = threading.Event()  # set on the way out: a producer waiting for the engine gives up
             engine = make_engine(config, policy, tokenizer, renderer, version=step, halt=halt)
             stack.callback(engine.close)
-        runner = EpisodeRunner(engine, renderer, pool, rollout_settings(config), reward_fn,
-                               user_simulator=user_simulator, tau2=tau2, openenv=openenv)
+        runner = EpisodeRunner(engine, renderer, environments, rollout_settings(config), reward_fn,
+                               user_simulator=user_simulator)
 
         def save_state() -> Path:
             return save_training_state(accelerator, output / "state", step,

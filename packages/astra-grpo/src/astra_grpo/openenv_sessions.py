@@ -119,7 +119,7 @@ class OpenEnvSession:
             raise TaskError(f"environment.openenv.task: {exc} in the reset of {self.base_url} (it gave: "
                             f"{', '.join(sorted(fields))})") from exc
 
-    def call(self, name: str, arguments: dict | str | None) -> CallResult:
+    def call(self, name: str, arguments: dict | str | None, call_id: str = "") -> CallResult:
         from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
         if not isinstance(arguments, dict):

@@ -18,6 +18,7 @@ from astra_core.schema import RecordError
 from astra_core.stage import Malformed, Stage, StageError
 
 from astra_grpo.config import RolloutConfig
+from astra_grpo.environments import Environments
 
 COMMAND = "astra-grpo rollout"
 
@@ -28,9 +29,9 @@ class Player:
 
     def __init__(self, config: RolloutConfig, *, pool=None, reward_fn=None):
         self.config = config
-        self._pool, self._own_pool = pool, pool is None
+        self._environments = Environments(config, pools={"code": pool})  # each kind's, opened at its first sample
         self._reward_fn = reward_fn
-        self._runner = self._renderer = self._user = self._tau2 = self._openenv = None
+        self._runner = self._renderer = self._user = None
         self.rewards: list[float] = []
         self.turns: list[int] = []
         self.calls = self.malformed = self.errors = 0
@@ -52,7 +53,6 @@ class Player:
 
         from astra_grpo.chat import chat_renderer
         from astra_grpo.engines import make_engine
-        from astra_grpo.environments import open_sandbox_pool
         from astra_grpo.grpo import rollout_settings
         from astra_grpo.rollout import EpisodeRunner
         from astra_grpo.runtime import load_policy
@@ -63,29 +63,18 @@ class Player:
         model, tokenizer = load_policy(config)
         self._renderer = chat_renderer(tokenizer, config, model)
         engine = make_engine(config, model, tokenizer, self._renderer)
-        if self._pool is None:  # (also for a batch of OpenEnv samples: a later batch may have code)
-            self._pool = open_sandbox_pool(config.sandbox_pool_size, jail=config.sandbox_jail,
-                                           call_timeout_s=config.sandbox_call_timeout_s).__enter__()
+        self._environments.pool("code")  # warm before the first batch (a sandbox that cannot start stops the stage)
         self._user = make_user_simulator(config, None)
-        from astra_grpo.tau2 import Tau2Pool
-
-        self._tau2 = Tau2Pool(config.tau2_python, lazy=True)  # its worker starts at the first tau2 sample
-        self._runner = EpisodeRunner(engine, self._renderer, self._pool, rollout_settings(config), self._reward_fn,
-                                     user_simulator=self._user, tau2=self._tau2, openenv=self._openenv)
+        self._runner = EpisodeRunner(engine, self._renderer, self._environments, rollout_settings(config),
+                                     self._reward_fn, user_simulator=self._user)
 
     def check(self, record: dict) -> None:
         """RecordError unless the sample can be played: its content, its OpenEnv server (astra_grpo.openenv_sessions
         .OpenEnvPool.check) and a prompt within max_prompt_length."""
         from astra_grpo.data import check_rl_sample
-        from astra_grpo.environments import open_openenv_pool, plays_openenv
 
         check_rl_sample(record, self.config.reward)
-        if plays_openenv(record) and self._openenv is None:  # without the extra: said before a model loads
-            self._openenv = open_openenv_pool(self.config.openenv_timeout_s, f"{COMMAND} (environment.openenv)")
-            if self._runner is not None:
-                self._runner.openenv = self._openenv
-        if plays_openenv(record):  # the server answers, has the sample's tools and takes its finish
-            self._openenv.check(record)
+        self._environments.check(record)  # e.g. its OpenEnv server answers, with its tools (before a model loads)
         if self._runner is None:
             self._load()
         length = len(self._renderer.prompt_ids(record["messages"], record["tools"]))
@@ -125,12 +114,7 @@ class Player:
                 "episodes ended in an error": self.errors}
 
     def close(self) -> None:
-        if self._tau2 is not None:
-            self._tau2.close()
-            self._tau2 = None
-        if self._own_pool and self._pool is not None:
-            self._pool.__exit__(None, None, None)
-            self._pool = None
+        self._environments.close()
         if self._user is not None:
             self._user.close()
             self._user = None

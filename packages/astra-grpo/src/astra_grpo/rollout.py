@@ -39,7 +39,7 @@ from astra_core.llm import LLMUnavailable
 
 from astra_grpo.chat import ChatRenderer, Reply, TemplateError
 from astra_grpo.engines import Engine, Generation, Sampling, correction
-from astra_grpo.environments import plays_openenv
+from astra_grpo.environments import Environments, kind_of
 
 
 @dataclass
@@ -77,7 +77,7 @@ class Episode:
     sampler_logprobs: list[float] | None = None  # the engine's log-prob of each token it generated (NaN elsewhere)
     turn_versions: list[int] = field(default_factory=list)  # the policy version that generated each turn
     session: Any = None               # the environment session while the episode runs
-    task: str | None = None           # what an OpenEnv reset put into the prompt (environment.openenv.task)
+    environment_prompt: str | None = None  # the prompt as the opened session made it (an OpenEnv reset's task)
 
     @property
     def generated_tokens(self) -> int:
@@ -116,16 +116,18 @@ RewardFn = Callable[[Episode], tuple[float, dict]]
 
 
 class EpisodeRunner:
-    """Plays episodes with an engine against environment sessions from `pool`."""
+    """Plays episodes with an engine against the sessions of `environments` (astra_grpo.environments.Environments:
+    every kind's resources; a bare sandbox pool plays code environments)."""
 
-    def __init__(self, engine: Engine, renderer: ChatRenderer, pool, settings: RolloutSettings,
-                 reward_fn: RewardFn | None = None, user_simulator=None, tau2=None, openenv=None):
+    def __init__(self, engine: Engine, renderer: ChatRenderer, environments, settings: RolloutSettings,
+                 reward_fn: RewardFn | None = None, user_simulator=None, *, tau2=None, openenv=None):
         self.engine = engine
-        self.tau2 = tau2  # astra_grpo.tau2.Tau2Pool for samples on tau2 domains (environment.tau2)
-        self.openenv = openenv  # astra_grpo.openenv_sessions.OpenEnvPool for OpenEnv servers (environment.openenv)
+        self.environments = Environments.of(environments)
+        for name, given in (("tau2", tau2), ("openenv", openenv)):  # (the signature before Environments)
+            if given is not None:
+                self.environments.resources[name] = given
         self.user_simulator = user_simulator  # has .reply(user, messages, act) -> turn with .content, .stop, .device
         self.renderer = renderer
-        self.pool = pool  # has .session(code, requirements) -> context manager of a session
         self.settings = settings
         self.reward_fn = reward_fn or self._default_reward
         self.retokenize_mismatches = 0
@@ -153,7 +155,8 @@ class EpisodeRunner:
         task at reset) compares the rewards of different questions."""
         for start in range(0, len(episodes), group_size):
             group = episodes[start:start + group_size]
-            if not self._warned_mixed_tasks and len({e.task for e in group if e.task is not None}) > 1:
+            prompts = {e.environment_prompt for e in group if e.environment_prompt is not None}
+            if not self._warned_mixed_tasks and len(prompts) > 1:
                 self._warned_mixed_tasks = True
                 print(f"astra-grpo: WARNING: the episodes of sample {group[0].sample['id']} got different tasks from "
                       "their OpenEnv resets, so its group compares different questions; reset arguments that fix "
@@ -162,8 +165,8 @@ class EpisodeRunner:
     def _play_wave(self, episodes: list[Episode]) -> None:
         """Play episodes together to the end and score them; their sessions close afterwards."""
         with ExitStack() as sessions, ThreadPoolExecutor(max_workers=self.settings.env_workers) as pool:
-            opening = [e for e in episodes if not e.done and plays_openenv(e.sample)]
-            list(pool.map(lambda e: self._guarded(e, self._open_server_session, e, sessions), opening))
+            opening = [e for e in episodes if not e.done and kind_of(e.sample).opens_at_start]
+            list(pool.map(lambda e: self._guarded(e, self._open_at_start, e, sessions), opening))
             live = [e for e in episodes if not e.done]
             while live:
                 self._turn(live, pool, sessions)
@@ -182,17 +185,13 @@ class EpisodeRunner:
             episode.finish_reason = "max_length"
         return episode
 
-    def _open_server_session(self, episode: Episode, sessions: ExitStack) -> None:
-        """An OpenEnv episode's session opens (and resets) before its first turn; with the sample's `task`, what the
-        reset returned ends the prompt (astra_grpo.openenv_sessions)."""
-        from astra_grpo.openenv_sessions import with_task
-
-        session = self._session(episode, sessions)
-        template = episode.sample["environment"]["openenv"].get("task")
-        if template is None:
+    def _open_at_start(self, episode: Episode, sessions: ExitStack) -> None:
+        """The session of an environment that opens before the first turn (an OpenEnv reset); the prompt as it
+        then says (its task ends the prompt)."""
+        messages = kind_of(episode.sample).begin(self._session(episode, sessions), episode.sample)
+        if messages is None:
             return
-        episode.task = session.task(template)
-        episode.messages = with_task(episode.sample["messages"], episode.task)
+        episode.messages, episode.environment_prompt = messages, repr(messages)
         prompt = self.renderer.prompt_ids(episode.messages, episode.sample["tools"])
         episode.token_ids, episode.loss_mask, episode.prompt_length = list(prompt), [0] * len(prompt), len(prompt)
 
@@ -268,9 +267,7 @@ class EpisodeRunner:
         messages = []
         calls = episode.messages[-1].get("tool_calls", [])
         for call, parsed in zip(calls, reply.calls, strict=True):
-            session = self._session(episode, sessions)
-            result = (session.call(parsed.name, parsed.arguments, call["id"]) if self._on_tau2(episode)
-                      else session.call(parsed.name, parsed.arguments))
+            result = self._session(episode, sessions).call(parsed.name, parsed.arguments, call["id"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "name": parsed.name,
                              "content": result.output})
             if result.kind == "timeout":
@@ -289,7 +286,7 @@ class EpisodeRunner:
         if episode.user_stop is not None:
             episode.finish_reason = "user_stop"
             return
-        if getattr(episode.session, "done", False):  # an OpenEnv environment ended the episode
+        if episode.session is not None and episode.session.done:  # the environment ended the episode (OpenEnv)
             episode.finish_reason = "env_done"
             return
         if episode.turns >= self.settings.max_turns:
@@ -305,34 +302,14 @@ class EpisodeRunner:
     def _users_device(self, episode: Episode, sessions: ExitStack):
         """How the user simulator runs the user's own tools (tau2 telecom: their phone) in the episode's
         environment; None for a user without tools."""
-        if not episode.sample["user"].get("tools") or not self._on_tau2(episode):
+        kind = kind_of(episode.sample)
+        if not episode.sample["user"].get("tools") or not kind.has_user_device:
             return None
-        session = self._session(episode, sessions)
-        return lambda name, arguments, call_id: session.call(name, arguments, call_id, requestor="user").output
-
-    @staticmethod
-    def _on_tau2(episode: Episode) -> bool:
-        return "tau2" in episode.sample["environment"]
-
-    def _tau2_pool(self, episode: Episode):
-        if self.tau2 is None:
-            raise RuntimeError(f"sample {episode.sample['id']} plays a tau2 domain but no tau2 pool was given")
-        return self.tau2
-
-    def _openenv_pool(self, episode: Episode):
-        if self.openenv is None:
-            raise RuntimeError(f"sample {episode.sample['id']} plays an OpenEnv server but no OpenEnv pool was given")
-        return self.openenv
+        return kind.user_device(self._session(episode, sessions))
 
     def _session(self, episode: Episode, sessions: ExitStack):
         if episode.session is None:
-            environment = episode.sample["environment"]
-            if self._on_tau2(episode):
-                context = self._tau2_pool(episode).session(environment["tau2"])
-            elif plays_openenv(episode.sample):
-                context = self._openenv_pool(episode).session(environment["openenv"], tools=bool(episode.sample["tools"]))
-            else:
-                context = self.pool.session(environment["code"], requirements=environment.get("requirements") or [])
+            context = self.environments.session(episode.sample)
             episode.session = context.__enter__()
             with self._lock:
                 sessions.push(_closer(context, episode))
@@ -355,29 +332,17 @@ class EpisodeRunner:
         return reward, components
 
     def _default_reward(self, episode: Episode) -> tuple[float, dict]:
-        from astra_grpo.rewards import score_episode
+        """The environment's own reward where the reward kind is one it gives (tau2's, OpenEnv's), else
+        astra-reward's (with the environment's state for the `state` reward)."""
+        from astra_grpo.rewards import reward_kind, score_episode
 
-        kind = self.settings.reward
-        if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "tau2":
-            from astra_grpo.tau2 import tau2_reward
-
-            return tau2_reward(self._tau2_pool(episode), episode.sample, episode.messages, episode.finish_reason,
-                               episode.session)
-        if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "openenv":
-            from astra_grpo.openenv_sessions import openenv_reward
-
-            return openenv_reward(episode.sample, episode.messages, episode.session)
-        state = None
-        if (kind if kind != "sample" else episode.sample["reward"]["kind"]) == "state":
-            state = self._state_of(episode)
-        return score_episode(episode.sample, episode.messages, episode.malformed_calls, kind, state)
-
-    def _state_of(self, episode: Episode) -> dict:
-        if episode.session is not None:
-            return episode.session.state()
-        environment = episode.sample["environment"]
-        with self.pool.session(environment["code"], requirements=environment.get("requirements") or []) as session:
-            return session.state()  # the episode never touched its environment: its initial state
+        kind = reward_kind(episode.sample, self.settings.reward)
+        environment = kind_of(episode.sample)
+        resources = self.environments.pool(environment.name)
+        if kind in environment.rewards:
+            return environment.reward(resources, episode)
+        state = environment.state(resources, episode) if kind == "state" else None
+        return score_episode(episode.sample, episode.messages, episode.malformed_calls, self.settings.reward, state)
 
     def _check_retokenization(self, episode: Episode) -> None:
         """Token-in/token-out is exact by construction; count where re-rendering would differ."""

@@ -142,6 +142,8 @@ class CallResult:
 class Tau2Session:
     """One live tau2 environment of one task (an episode's)."""
 
+    done = False  # a tau2 environment never ends an episode itself (the user simulator or the policy does)
+
     def __init__(self, worker: Tau2Worker, spec: dict):
         self.worker, self.spec = worker, spec
         self.id = worker.request("open", domain=spec["domain"], task_id=str(spec["task_id"]),
