@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import grpo_support
@@ -17,16 +19,21 @@ def _one_thread():
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _launches_keep_their_files_here(tmp_path_factory):
-    """Processes these tests start get a TMPDIR inside pytest's temporary directory: on every `accelerate
-    launch`, torch's elastic agent makes a torchelastic_* log directory in TMPDIR and never removes it."""
+def _launches_keep_their_files_here():
+    """Processes these tests start get a TMPDIR of their own, removed at the end of the session: on every `accelerate
+    launch`, torch's elastic agent makes a torchelastic_* log directory in TMPDIR and never removes it. A short path
+    directly in the system's temporary directory, not inside pytest's (under pytest-xdist one level deeper, popen-gwN/):
+    Ray, which tests later in this process start with this TMPDIR, puts its sockets below it, and a Unix socket's path
+    has at most 107 bytes (Ray's plasma_store socket there was 105 bytes long in pytest's directory, 115 under xdist)."""
     saved = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("launches"))
+    directory = tempfile.mkdtemp(prefix="astra-launches-")
+    os.environ["TMPDIR"] = directory
     yield
     if saved is None:
         os.environ.pop("TMPDIR", None)
     else:
         os.environ["TMPDIR"] = saved
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -64,18 +71,20 @@ def sandbox():
         yield pool
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker (`make test`) hands the families it covered to the controller (root conftest.py)."""
+    import template_families
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput.setdefault("astra_summaries", {})["template_families:coverage_line"] = template_families.coverage(
+            template_families.COVERED)
+
+
 def pytest_terminal_summary(terminalreporter):
     """How many model families the template matrix covered this run (it discovers them in the installed trl)."""
     import template_families
 
-    covered = template_families.COVERED
-    if not covered:
-        return
-    from importlib.metadata import version
-
-    readers = sorted(set(covered.values()))
-    tool_capable = [f for f in covered if f not in template_families.HERMES_FAMILIES]
-    terminalreporter.write_line(
-        f"template matrix: {len(covered)} chat templates covered ({len(tool_capable)} tool-capable ones of trl "
-        f"{version('trl')}, which ships {len(template_families.tool_capable_templates())}; replies read as "
-        f"{', '.join(readers)})")
+    line = template_families.coverage_line([template_families.coverage(template_families.COVERED)])
+    if line:
+        terminalreporter.write_line(line)

@@ -46,6 +46,26 @@ def tool_capable_templates() -> tuple[str, ...]:
     return tuple(n.removesuffix(".jinja") for n in names if supports_tool_calling(tiny_tokenizer(template_text(n))))
 
 
+def coverage(covered: dict[str, str]) -> dict:
+    """What this process's matrix covered, for `coverage_line` (computed here: a pytest-xdist controller has no trl
+    templates discovered)."""
+    return {"covered": dict(covered), "ships": len(tool_capable_templates()) if covered else 0}
+
+
+def coverage_line(parts: list[dict]) -> str | None:
+    """The run's summary line from the `coverage` of each process that ran part of the matrix (conftest.py)."""
+    covered = {family: reader for part in parts for family, reader in part["covered"].items()}
+    if not covered:
+        return None
+    from importlib.metadata import version
+
+    readers = sorted(set(covered.values()))
+    tool_capable = [f for f in covered if f not in HERMES_FAMILIES]
+    ships = max(part["ships"] for part in parts)
+    return (f"template matrix: {len(covered)} chat templates covered ({len(tool_capable)} tool-capable ones of trl "
+            f"{version('trl')}, which ships {ships}; replies read as {', '.join(readers)})")
+
+
 def families() -> list[str]:
     return [*tool_capable_templates(), *HERMES_FAMILIES]
 

@@ -1,6 +1,7 @@
 """Shared fixtures: one warm jailed pool for the whole test session (real nsjail)."""
 
 import pytest
+import sandbox_tally
 from astra_sandbox import SandboxConfig, SessionPool
 
 # Short limits keep the hostile cases (infinite loops, bombs) fast.
@@ -33,11 +34,18 @@ def security_tally():
     return record
 
 
+def _tally() -> dict:
+    return {**_SECURITY, "users": "one user" if FAST.one_user else "two users"}
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker (`make test`) hands its tally to the controller, whose root conftest.py prints the sum."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput.setdefault("astra_summaries", {})["sandbox_tally:security_line"] = _tally()
+
+
 def pytest_terminal_summary(terminalreporter):
-    if _SECURITY["tried"]:
-        users = "one user" if FAST.one_user else "two users"
-        line = (f"astra-sandbox security ({users}): {_SECURITY['tried']} hostile snippets tried, "
-                f"{_SECURITY['contained']} contained")
-        if _SECURITY["not contained"]:
-            line += f" (NOT contained: {', '.join(_SECURITY['not contained'])})"
+    line = sandbox_tally.security_line([_tally()])
+    if line:
         terminalreporter.write_line(line)

@@ -207,8 +207,10 @@ def local_ray() -> Iterator[None]:
     from astra_core.ray_stage import connect
 
     sigterm = signal.getsignal(signal.SIGTERM)
-    ray = connect(None)
-    signal.signal(signal.SIGTERM, sigterm)
+    try:
+        ray = connect(None)
+    finally:  # also when Ray fails to start after ray.init set its handler (every later test would meet it)
+        signal.signal(signal.SIGTERM, sigterm)
     try:
         yield
     finally:
