@@ -18,6 +18,7 @@ group `astra_grpo.environments` (`name = "package.module:kind"`, a kind or a fun
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import sys
 import threading
@@ -28,7 +29,7 @@ from astra_core.schema import RecordError
 ENTRY_POINTS = "astra_grpo.environments"
 
 
-class EnvironmentKind:
+class EnvironmentKind(abc.ABC):
     """How a run plays one kind of environment; every method but `session` has a default."""
 
     name: str = ""
@@ -37,11 +38,11 @@ class EnvironmentKind:
     checks_resources: bool = False  # `check_resources` asks the run's resources (an OpenEnv server) of each sample
     has_user_device: bool = False  # `user_device` runs a user simulator's own tools in the session (tau2)
 
-    def check(self, sample: dict) -> None:
+    def check(self, sample: dict) -> None:  # noqa: B027 - by default nothing more to check
         """RecordError naming the field unless the sample can be played (after the schema and the common checks);
         needs nothing but the sample."""
 
-    def check_resources(self, sample: dict, resources) -> None:
+    def check_resources(self, sample: dict, resources) -> None:  # noqa: B027 - by default nothing to ask
         """RecordError naming the field unless the run's resources can play the sample (`checks_resources`)."""
 
     def open(self, config, *, eager: bool):
@@ -49,17 +50,18 @@ class EnvironmentKind:
         which opens them before its first step; a rollout opens them at its first sample."""
         return None
 
+    @abc.abstractmethod
     def session(self, resources, sample: dict):
         """A context manager of one episode's session."""
-        raise NotImplementedError
 
     def begin(self, session, sample: dict) -> list[dict] | None:
         """The prompt's messages once the session is open, when the environment changes them (None: unchanged)."""
         return None
 
     def reward(self, resources, episode) -> tuple[float, dict]:
-        """(reward, components) by the environment itself, for a reward kind in `rewards`."""
-        raise NotImplementedError
+        """(reward, components) by the environment itself, for a reward kind in `rewards` (a kind naming none is
+        never asked)."""
+        raise TypeError(f"environment kind {self.name} names the rewards {self.rewards} but gives no reward()")
 
     def state(self, resources, episode) -> dict:
         """The environment's state at the episode's end, for the `state` reward."""

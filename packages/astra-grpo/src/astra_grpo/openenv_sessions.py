@@ -364,10 +364,13 @@ class OpenEnvPool:
 
     def _server(self, base_url: str) -> Server:
         with self._lock:
-            if base_url in self._servers:
-                return self._servers[base_url]
-            server = self._servers[base_url] = Server(base_url)
-            server.lock.acquire()  # asked below, outside the pool's lock; a second asker waits for the answer
+            known = self._servers.get(base_url)
+            if known is None:
+                server = self._servers[base_url] = Server(base_url)
+                server.lock.acquire()  # asked below, outside the pool's lock
+        if known is not None:
+            with known.lock:  # a second asker waits for the first one's answer
+                return known
         try:
             with urllib.request.urlopen(f"{http_url(base_url)}/schema", timeout=self.timeout_s) as response:
                 server.action = json.load(response)["action"]

@@ -338,10 +338,9 @@ class EpisodeRunner:
 
         kind = reward_kind(episode.sample, self.settings.reward)
         environment = kind_of(episode.sample)
-        resources = self.environments.pool(environment.name)
         if kind in environment.rewards:
-            return environment.reward(resources, episode)
-        state = environment.state(resources, episode) if kind == "state" else None
+            return environment.reward(self.environments.pool(environment.name), episode)
+        state = environment.state(self.environments.pool(environment.name), episode) if kind == "state" else None
         return score_episode(episode.sample, episode.messages, episode.malformed_calls, self.settings.reward, state)
 
     def _check_retokenization(self, episode: Episode) -> None:
